@@ -1,0 +1,71 @@
+"""`analytic`: the embedded closed-form world behind the Backbone protocol.
+
+Its "network" is the exact posterior mean of each prompt's Gaussian mixture, its sampler the Euler
+flow sampler every flow backbone uses, its decoder the scene renderer. Many-step sampling is its
+ceiling (the analogue of a 50-step teacher); few-step sampling fails the way real samplers do.
+Its clock is flow time: sigma = t, x_t = (1 - t) x_0 + t eps, the same clock as SD3/Flux.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from jsbench.backbones import register
+from jsbench.backbones.base import Condition
+from jsbench.schedule import uniform_sigmas, check_sigmas
+from jsbench.world import EmbeddedWorld, embed_prompt, parse_prompt
+from jsbench.world.mixture import euler_flow
+from jsbench.world.render import render_scenes
+
+
+class AnalyticBackbone:
+    name = "analytic"
+    model_id = "jsbench/analytic-scenes"
+    max_steps = 1000
+
+    def __init__(self, device: str | None = None):
+        self.device = torch.device(device or "cpu")
+        self.dtype = torch.float32
+        self.world = EmbeddedWorld()
+
+    @property
+    def pooled_dim(self) -> int:
+        return self.world.pooled_dim
+
+    @property
+    def latent_shape(self) -> tuple[int, ...]:
+        return (self.world.latent_dim,)
+
+    def encode(self, prompts: Sequence[str]) -> Condition:
+        prompts = list(prompts)
+        for p in prompts:
+            parse_prompt(p)  # fail early, with the prompt named, before any sampling
+        pooled = torch.stack([embed_prompt(p) for p in prompts]).to(self.device, self.dtype)
+        return Condition(prompts=prompts, pooled=pooled)
+
+    def initial_noise(self, seeds: Sequence[int]) -> torch.Tensor:
+        rows = [torch.randn(self.world.latent_dim, generator=torch.Generator().manual_seed(int(s))) for s in seeds]
+        return torch.stack(rows).to(self.device, self.dtype)
+
+    def default_sigmas(self, steps: int, x_T: torch.Tensor) -> torch.Tensor:
+        """Uniform flow-time steps: the plain Euler sampler's default."""
+        return uniform_sigmas(steps, batch=x_T.shape[0], dtype=self.dtype, device=self.device)
+
+    def sample_latents(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:
+        check_sigmas(sigmas)
+        table, rows = self.world.table(cond.prompts, dtype=torch.float64, device=self.device)
+        return euler_flow(table, x_T.to(torch.float64), rows, sigmas.to(self.device, torch.float64)).to(self.dtype)
+
+    def decode(self, latents: torch.Tensor) -> torch.Tensor:
+        return render_scenes(latents)
+
+    @torch.no_grad()
+    def sample(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:
+        return self.decode(self.sample_latents(x_T, cond, sigmas))
+
+
+@register("analytic")
+def _factory(model: str | None = None, device: str | None = None) -> AnalyticBackbone:
+    return AnalyticBackbone(device=device)

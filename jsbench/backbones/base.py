@@ -1,0 +1,76 @@
+"""The Backbone protocol: the few calls every sampler offers, embedded or real.
+
+Nothing above this module knows which backbone it holds. A backbone:
+- encodes prompts into a `Condition` (what its sampler needs + a pooled vector the policy reads),
+- draws deterministic initial noise per seed,
+- gives the pipeline's own default schedule (in flow time, sigma from 1 to 0),
+- samples a batch in ONE call with a different schedule per row, and decodes to RGB images in [0, 1].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence, runtime_checkable
+
+import torch
+
+
+@dataclass
+class Condition:
+    """Encoded prompts. `pooled` [B, P] is what the policy reads; `tensors` hold what the sampler needs.
+
+    Every tensor in `tensors` has the batch on dim 0, so a Condition can be indexed (`take`) to repeat
+    or shard rows without knowing what the backbone put there.
+    """
+
+    prompts: list[str]
+    pooled: torch.Tensor
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+    def take(self, index: torch.Tensor | Sequence[int]) -> "Condition":
+        index = torch.as_tensor(index, dtype=torch.long)
+        idx = index.tolist()
+        return Condition(
+            prompts=[self.prompts[i] for i in idx],
+            pooled=self.pooled[index.to(self.pooled.device)],
+            tensors={k: v[index.to(v.device)] for k, v in self.tensors.items()},
+        )
+
+    def repeat_interleave(self, repeats: int) -> "Condition":
+        """Each row `repeats` times in a row: [c0, c0, c1, c1, ...] (B contexts x K samples)."""
+        return self.take(torch.arange(len(self)).repeat_interleave(repeats))
+
+
+@runtime_checkable
+class Backbone(Protocol):
+    name: str
+    model_id: str
+    device: torch.device
+    dtype: torch.dtype
+    max_steps: int
+    """The largest step budget the backbone accepts (a policy or eval asking for more is refused)."""
+
+    @property
+    def pooled_dim(self) -> int: ...
+
+    @property
+    def latent_shape(self) -> tuple[int, ...]:
+        """Shape of one row of x_T (without the batch dim)."""
+        ...
+
+    def encode(self, prompts: Sequence[str]) -> Condition: ...
+
+    def initial_noise(self, seeds: Sequence[int]) -> torch.Tensor:
+        """[B, *latent_shape], deterministic per seed, on the backbone's device and dtype."""
+        ...
+
+    def default_sigmas(self, steps: int, x_T: torch.Tensor) -> torch.Tensor:
+        """[B, N+1] flow-time sigmas of the pipeline's own default schedule for this batch."""
+        ...
+
+    def sample(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:
+        """Images [B, 3, H, W] in [0, 1], one batched call, row b integrated along sigmas[b]."""
+        ...

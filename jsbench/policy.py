@@ -1,0 +1,257 @@
+"""Schedule policies: a Dirichlet over the N step increments of the schedule.
+
+`DirichletSchedulePolicy` reads the initial noise x_T and the pooled prompt embedding and outputs, in
+one pass, the concentration alpha of a Dirichlet over the simplex; the increments are
+Delta = floor + (1 - N*floor) * D with D ~ Dir(alpha), so every step is at least `floor`.
+`GlobalSchedulePolicy` has one learned alpha and no inputs: it isolates what conditioning adds.
+
+Both start at the backbone's default schedule: the last layer is zero and alpha = c0 * D_default, so
+the Dirichlet mean of an untrained policy *is* the default schedule, and evaluation (which uses the
+mean, deterministically) reproduces the default exactly.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from jsbench import JsbenchError, __version__
+from jsbench.schedule import default_floor, floor_increments, increments_from_sigmas, sigmas_from_increments, unfloor_increments
+
+LOG_ALPHA_MIN = math.log(1e-3)  # below this a Dirichlet sampler underflows to exact zeros
+LOG_ALPHA_MAX = math.log(1e5)  # above this log-probabilities lose all precision
+SIMPLEX_EPS = 1e-12
+
+
+class PolicyError(JsbenchError):
+    pass
+
+
+@dataclass
+class PolicyConfig:
+    kind: str  # "instance" (prompt + noise), "prompt" (prompt only) or "global"
+    steps: int
+    pooled_dim: int
+    latent_shape: tuple[int, ...]
+    default_increments: list[float]
+    concentration: float = 32.0
+    floor: float | None = None
+    width: int = 128
+    depth: int = 2
+
+    def __post_init__(self):
+        self.latent_shape = tuple(self.latent_shape)
+        if self.floor is None:
+            self.floor = default_floor(self.steps)
+        if self.kind not in ("instance", "prompt", "global"):
+            raise PolicyError(f"unknown policy kind {self.kind!r} (instance, prompt or global)")
+        if len(self.default_increments) != self.steps:
+            raise PolicyError("default_increments must have one entry per step")
+
+
+class SchedulePolicy(nn.Module):
+    """What both policies share: alpha -> distribution, samples, log-probs, mean schedule, save/load."""
+
+    config: PolicyConfig
+
+    def _init_alpha_offset(self) -> None:
+        default = torch.tensor(self.config.default_increments, dtype=torch.float64)
+        simplex = unfloor_increments(default, self.config.floor).clamp_min(1e-6)
+        simplex = simplex / simplex.sum()
+        self.register_buffer("log_alpha0", torch.log(self.config.concentration * simplex).to(torch.float32))
+
+    def log_alpha(self, x_T: torch.Tensor, pooled: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def concentration(self, x_T: torch.Tensor, pooled: torch.Tensor) -> torch.Tensor:
+        """alpha [B, N], clamped so the Dirichlet can neither underflow nor overflow."""
+        return self.log_alpha(x_T, pooled).clamp(LOG_ALPHA_MIN, LOG_ALPHA_MAX).exp()
+
+    def distribution(self, x_T, pooled) -> torch.distributions.Dirichlet:
+        return torch.distributions.Dirichlet(self.concentration(x_T, pooled))
+
+    def sample_simplex(self, x_T, pooled, samples: int) -> torch.Tensor:
+        """[B, K, N] points of the simplex, strictly inside it (no exact zeros)."""
+        with torch.no_grad():
+            alpha = self.concentration(x_T, pooled)
+            draws = torch.distributions.Dirichlet(alpha).sample((samples,)).transpose(0, 1)
+        draws = draws.clamp_min(SIMPLEX_EPS)
+        return draws / draws.sum(-1, keepdim=True)
+
+    def log_prob(self, x_T, pooled, simplex: torch.Tensor) -> torch.Tensor:
+        """log Dir(simplex | alpha(x_T, c)) for simplex [B, K, N] -> [B, K]."""
+        alpha = self.concentration(x_T, pooled)
+        return torch.distributions.Dirichlet(alpha[:, None, :]).log_prob(simplex)
+
+    def increments(self, simplex: torch.Tensor) -> torch.Tensor:
+        return floor_increments(simplex, self.config.floor)
+
+    def sigmas(self, simplex: torch.Tensor) -> torch.Tensor:
+        return sigmas_from_increments(self.increments(simplex))
+
+    @torch.no_grad()
+    def mean_sigmas(self, x_T, pooled) -> torch.Tensor:
+        """The deterministic evaluation schedule: sigmas of the Dirichlet mean, [B, N+1]."""
+        alpha = self.concentration(x_T, pooled)
+        return self.sigmas(alpha / alpha.sum(-1, keepdim=True))
+
+    # ------------------------------------------------------------------------------------ persistence
+
+    def save(self, directory: str | Path, manifest: dict) -> Path:
+        """Write weights (safetensors) and manifest.json atomically; the manifest carries the checksum."""
+        from safetensors.torch import save_file
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        weights = directory / "policy.safetensors"
+        tmp = weights.with_suffix(".safetensors.tmp")
+        save_file({k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}, str(tmp))
+        _fsync(tmp)
+        checksum = sha256_file(tmp)
+        os.replace(tmp, weights)
+        full = {
+            **manifest,
+            "kind": self.config.kind,
+            "steps": self.config.steps,
+            "config": asdict(self.config),
+            "checksum": checksum,
+            "jsbench_version": __version__,
+            "parameters": sum(p.numel() for p in self.parameters()),
+        }
+        write_json_atomic(directory / "manifest.json", full)
+        return directory
+
+
+def build_policy(config: PolicyConfig) -> SchedulePolicy:
+    if config.kind == "global":
+        return GlobalSchedulePolicy(config)
+    return DirichletSchedulePolicy(config)
+
+
+def make_policy(backbone, steps: int, kind: str = "instance", **options) -> SchedulePolicy:
+    """A fresh policy for a backbone at a step budget, starting at the backbone's default schedule."""
+    if steps < 1 or steps > backbone.max_steps:
+        raise PolicyError(f"steps must be in 1..{backbone.max_steps} for backbone {backbone.name}, got {steps}")
+    probe = backbone.initial_noise([0])
+    default = increments_from_sigmas(backbone.default_sigmas(steps, probe))[0].double().tolist()
+    config = PolicyConfig(kind=kind, steps=steps, pooled_dim=backbone.pooled_dim, latent_shape=backbone.latent_shape, default_increments=default, **options)
+    return build_policy(config)
+
+
+class GlobalSchedulePolicy(SchedulePolicy):
+    """One alpha for every prompt and noise."""
+
+    def __init__(self, config: PolicyConfig):
+        super().__init__()
+        self.config = config
+        self._init_alpha_offset()
+        self.delta = nn.Parameter(torch.zeros(config.steps))
+
+    def log_alpha(self, x_T, pooled):
+        return (self.log_alpha0 + self.delta).expand(pooled.shape[0], -1)
+
+
+class DirichletSchedulePolicy(SchedulePolicy):
+    """alpha(x_T, c): features of the noise and the prompt, an MLP, log-alpha out (zero-initialised)."""
+
+    def __init__(self, config: PolicyConfig):
+        super().__init__()
+        self.config = config
+        self._init_alpha_offset()
+        w = config.width
+        self.text = nn.Sequential(nn.Linear(config.pooled_dim, w), nn.SiLU())
+        self.noise = None
+        if config.kind == "instance":
+            if len(config.latent_shape) == 1:
+                self.noise = nn.Sequential(nn.Linear(config.latent_shape[0], w), nn.SiLU())
+            else:
+                from jsbench.policy_features import LatentFeatures
+
+                self.noise = LatentFeatures(config.latent_shape, w)
+        layers: list[nn.Module] = []
+        for _ in range(config.depth):
+            layers += [nn.Linear(w, w), nn.SiLU()]
+        self.trunk = nn.Sequential(*layers)
+        self.head = nn.Linear(w, config.steps)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+
+    def log_alpha(self, x_T, pooled):
+        h = self.text(pooled.to(self.head.weight.dtype))
+        if self.noise is not None:
+            h = h + self.noise(x_T.to(self.head.weight.dtype))
+        return self.log_alpha0 + self.head(self.trunk(h))
+
+
+# ---------------------------------------------------------------------------------------------- loading
+
+
+def sha256_file(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb+") as f:
+        os.fsync(f.fileno())
+
+
+def write_json_atomic(path: str | Path, data) -> None:
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True)
+        f.write("\n")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_manifest(directory: str | Path) -> dict:
+    directory = Path(directory)
+    path = directory / "manifest.json"
+    if not path.is_file():
+        raise PolicyError(f"no policy at {directory}: {path.name} is missing (train one with `jsbench train --out {directory}`)")
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise PolicyError(f"corrupt policy manifest {path}: {exc.__class__.__name__}") from None
+
+
+def load_policy(directory: str | Path, backbone=None, steps: int | None = None) -> tuple[SchedulePolicy, dict]:
+    """Load a saved policy, verifying its checksum and, if given, that it fits the backbone and budget.
+
+    Weights are read with safetensors: loading never executes code from the file.
+    """
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    directory = Path(directory)
+    manifest = read_manifest(directory)
+    weights = directory / "policy.safetensors"
+    if not weights.is_file():
+        raise PolicyError(f"policy {directory} has a manifest but no policy.safetensors")
+    if sha256_file(weights) != manifest.get("checksum"):
+        raise PolicyError(f"policy {directory} is corrupt: policy.safetensors does not match the checksum in its manifest")
+    if backbone is not None and manifest.get("backbone") != backbone.name:
+        raise PolicyError(f"policy {directory} was trained for backbone {manifest.get('backbone')!r}, not {backbone.name!r}")
+    if steps is not None and manifest.get("steps") != steps:
+        raise PolicyError(f"policy {directory} was trained for {manifest.get('steps')} steps, not {steps}")
+    try:
+        config = PolicyConfig(**manifest["config"])
+        policy = build_policy(config)
+        policy.load_state_dict(load_file(str(weights)))
+    except (KeyError, TypeError, RuntimeError, SafetensorError) as exc:
+        raise PolicyError(f"policy {directory} cannot be loaded: {str(exc).splitlines()[0]}") from None
+    policy.eval()
+    return policy, manifest

@@ -1,0 +1,52 @@
+"""Rewards: images + prompts -> one float per image, registered by name.
+
+A reward is anything with a `name` and `__call__(images [B,3,H,W] in [0,1], prompts) -> Tensor[B]`.
+Adding a reward is adding one module that calls `register_reward("name")` on a factory
+`factory(backbone) -> Reward` (the backbone lets a reward pick an evaluator that fits it, e.g. the
+embedded world's exact detector).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable, Protocol, Sequence
+
+import torch
+
+from jsbench import JsbenchError
+
+__all__ = ["Reward", "register_reward", "load_reward", "available_rewards", "UnknownReward"]
+
+
+class Reward(Protocol):
+    name: str
+
+    def __call__(self, images: torch.Tensor, prompts: Sequence[str]) -> torch.Tensor: ...
+
+
+class UnknownReward(JsbenchError):
+    pass
+
+
+_FACTORIES: dict[str, Callable] = {}
+_MODULES: dict[str, str] = {"geneval": "jsbench.suites.geneval"}
+
+
+def register_reward(name: str):
+    def deco(factory):
+        _FACTORIES[name] = factory
+        return factory
+
+    return deco
+
+
+def available_rewards() -> list[str]:
+    return sorted(set(_MODULES) | set(_FACTORIES))
+
+
+def load_reward(name: str, backbone=None) -> Reward:
+    if name not in _FACTORIES and name in _MODULES:
+        importlib.import_module(_MODULES[name])
+    if name not in _FACTORIES:
+        raise UnknownReward(f"unknown reward {name!r}; choose one of: {', '.join(available_rewards())}")
+    return _FACTORIES[name](backbone)

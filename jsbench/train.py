@@ -1,0 +1,238 @@
+"""REINFORCE for schedule policies, with a leave-one-out reward baseline.
+
+One update: B contexts (prompt, seed) drawn from the suite's training prompts; K schedules sampled per
+context from the policy's Dirichlet; one batched sampler call for all B*K rows; rewards [B, K];
+advantages r - b with b from `baselines`; loss = -mean(adv * log pi); AdamW; gradient clipping.
+
+Reproducible by construction: the contexts and the Dirichlet draws of update `it` depend only on
+(seed, it), so a run resumed from a checkpoint draws exactly what the uninterrupted run drew, and ends
+with the same parameters and the same log.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from jsbench import JsbenchError
+from jsbench.backbones import load_backbone
+from jsbench.baselines import advantages, validate_baseline
+from jsbench.policy import SchedulePolicy, make_policy, write_json_atomic
+from jsbench.rewards import load_reward
+from jsbench.suites import load_suite
+
+TRAIN_SEED_BASE = 1_000_000  # training noise seeds live far from evaluation seeds (0..)
+
+
+class TrainError(JsbenchError):
+    pass
+
+
+@dataclass
+class TrainConfig:
+    backbone: str = "analytic"
+    model: str | None = None
+    steps: int = 5
+    baseline: str = "js"
+    reward: str = "geneval"
+    suite: str = "geneval"
+    policy: str = "instance"  # instance | prompt | global
+    iters: int = 200
+    contexts: int = 16
+    samples: int = 4
+    lr: float = 3e-3
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    concentration: float = 32.0
+    width: int = 128
+    seed: int = 0
+    checkpoint_every: int = 25
+    device: str | None = None
+
+
+def _update_rng(seed: int, it: int) -> tuple[np.random.Generator, int]:
+    """Everything random in update `it` comes from here (contexts, noise seeds, Dirichlet draws)."""
+    ss = np.random.SeedSequence([seed, it])
+    rng = np.random.default_rng(ss)
+    return rng, int(ss.generate_state(1, dtype=np.uint32)[0])
+
+
+class Trainer:
+    def __init__(self, config: TrainConfig, out: str | Path, backbone=None):
+        self.config = config
+        self.out = Path(out)
+        validate_baseline(config.baseline, config.contexts, config.samples)
+        if config.iters < 1:
+            raise TrainError(f"--iters must be at least 1, got {config.iters}")
+        self.backbone = backbone or load_backbone(config.backbone, config.model, config.device)
+        if not 1 <= config.steps <= self.backbone.max_steps:
+            raise TrainError(f"--steps must be in 1..{self.backbone.max_steps} for backbone {self.backbone.name}, got {config.steps}")
+        self.reward = load_reward(config.reward, self.backbone)
+        self.prompts = [it.prompt for it in load_suite(config.suite, self.backbone).items("train")]
+        torch.manual_seed(config.seed)  # parameter init
+        self.policy: SchedulePolicy = make_policy(
+            self.backbone, config.steps, config.policy, concentration=config.concentration, width=config.width
+        )
+        self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.iteration = 0
+
+    # ------------------------------------------------------------------------------------ checkpoints
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.out / "checkpoint.pt"
+
+    @property
+    def log_path(self) -> Path:
+        return self.out / "train_log.jsonl"
+
+    def save_checkpoint(self) -> None:
+        self.out.mkdir(parents=True, exist_ok=True)
+        state = {
+            "iteration": self.iteration,
+            "policy": self.policy.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "config": asdict(self.config),
+            "torch_rng": torch.get_rng_state(),
+        }
+        tmp = self.checkpoint_path.with_name("checkpoint.pt.tmp")
+        with open(tmp, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.checkpoint_path)
+
+    def resume(self) -> None:
+        if not self.checkpoint_path.is_file():
+            raise TrainError(f"nothing to resume: {self.checkpoint_path} does not exist")
+        try:
+            state = torch.load(self.checkpoint_path, map_location="cpu", weights_only=True)
+            saved = state["config"]
+            for key in ("backbone", "steps", "baseline", "reward", "policy", "contexts", "samples", "seed"):
+                if saved[key] != getattr(self.config, key):
+                    raise TrainError(f"cannot resume: checkpoint has {key}={saved[key]!r}, this run asks {getattr(self.config, key)!r}")
+            self.policy.load_state_dict(state["policy"])
+            self.optimizer.load_state_dict(state["optimizer"])
+            torch.set_rng_state(state["torch_rng"])
+            self.iteration = int(state["iteration"])
+        except TrainError:
+            raise
+        except Exception as exc:  # a truncated or corrupted file: one line, not a traceback
+            raise TrainError(f"checkpoint {self.checkpoint_path} is corrupt ({exc.__class__.__name__}); delete it or start without --resume") from None
+        self._truncate_log(self.iteration)
+
+    def _truncate_log(self, keep: int) -> None:
+        """Drop log lines of updates after the checkpoint: they will be redone identically."""
+        if not self.log_path.exists():
+            return
+        lines = [ln for ln in self.log_path.read_text().splitlines() if ln.strip()]
+        kept = []
+        for ln in lines:
+            try:
+                if json.loads(ln)["iteration"] < keep:
+                    kept.append(ln)
+            except (json.JSONDecodeError, KeyError):
+                break  # a line cut by the kill
+        tmp = self.log_path.with_name(self.log_path.name + ".tmp")
+        tmp.write_text("".join(k + "\n" for k in kept))
+        os.replace(tmp, self.log_path)
+
+    # ------------------------------------------------------------------------------------------ update
+
+    def contexts_for(self, it: int) -> tuple[list[str], list[int], int]:
+        rng, torch_seed = _update_rng(self.config.seed, it)
+        idx = rng.integers(len(self.prompts), size=self.config.contexts)
+        seeds = [TRAIN_SEED_BASE + it * self.config.contexts + b for b in range(self.config.contexts)]
+        return [self.prompts[i] for i in idx], seeds, torch_seed
+
+    def step(self, it: int) -> dict:
+        cfg = self.config
+        prompts, seeds, torch_seed = self.contexts_for(it)
+        cond = self.backbone.encode(prompts)
+        x_T = self.backbone.initial_noise(seeds)
+        torch.manual_seed(torch_seed)
+        simplex = self.policy.sample_simplex(x_T, cond.pooled, cfg.samples)  # [B, K, N]
+        sigmas = self.policy.sigmas(simplex).reshape(-1, cfg.steps + 1)
+        rows = torch.arange(cfg.contexts).repeat_interleave(cfg.samples)
+        images = self.backbone.sample(x_T[rows], cond.take(rows), sigmas.to(x_T.dtype))
+        rewards = self.reward(images, [prompts[i] for i in rows.tolist()]).view(cfg.contexts, cfg.samples).double()
+        record = {"iteration": it, "reward": float(rewards.mean()), "reward_std": float(rewards.std())}
+        bad = ~torch.isfinite(rewards)
+        if bad.any():
+            i = int(bad.any(1).nonzero()[0])
+            record.update(skipped=f"non-finite reward for prompt {prompts[i]!r} (seed {seeds[i]}): update skipped")
+            record["reward"] = float(rewards[~bad].mean()) if (~bad).any() else float("nan")
+            return record
+        adv, lam = advantages(cfg.baseline, rewards)
+        log_prob = self.policy.log_prob(x_T, cond.pooled, simplex)
+        loss = -(adv.to(log_prob.dtype) * log_prob).mean()
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.grad_clip)
+        if not torch.isfinite(grad_norm):
+            self.optimizer.zero_grad(set_to_none=True)
+            record.update(skipped="non-finite gradient: update skipped")
+            return record
+        self.optimizer.step()
+        record.update(loss=float(loss.detach()), grad_norm=float(grad_norm), shrinkage=lam)
+        return record
+
+    def train(self, progress: bool = True, on_update: Callable[[dict], None] | None = None) -> SchedulePolicy:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.out.mkdir(parents=True, exist_ok=True)
+        columns = [TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), TextColumn("{task.fields[status]}")]
+        with Progress(*columns, disable=not progress, transient=False) as bar:
+            task = bar.add_task("train", total=self.config.iters, completed=self.iteration, status="")
+            while self.iteration < self.config.iters:
+                it = self.iteration
+                start = time.perf_counter()
+                record = self.step(it)
+                record["seconds"] = round(time.perf_counter() - start, 4)
+                with open(self.log_path, "a") as f:
+                    f.write(json.dumps(record, sort_keys=True) + "\n")
+                self.iteration = it + 1
+                if self.iteration % self.config.checkpoint_every == 0 or self.iteration == self.config.iters:
+                    self.save_checkpoint()
+                lam = record.get("shrinkage")
+                status = f"reward {record['reward']:.3f}" + (f"  λ̂ {lam:.2f}" if lam is not None else "")
+                if "skipped" in record:
+                    status += "  [red]" + record["skipped"]
+                bar.update(task, completed=self.iteration, status=status)
+                if on_update:
+                    on_update(record)
+        return self.policy
+
+    def save_policy(self, directory: str | Path | None = None) -> Path:
+        cfg = self.config
+        manifest = {
+            "backbone": self.backbone.name,
+            "model_id": self.backbone.model_id,
+            "baseline": cfg.baseline,
+            "reward": cfg.reward,
+            "suite": cfg.suite,
+            "train": asdict(cfg),
+        }
+        return self.policy.save(directory or self.out, manifest)
+
+
+def read_log(path: str | Path) -> list[dict]:
+    return [json.loads(ln) for ln in Path(path).read_text().splitlines() if ln.strip()]
+
+
+def smoothed(values: list[float], window: int = 20) -> list[float]:
+    out, acc = [], []
+    for v in values:
+        acc.append(v)
+        if len(acc) > window:
+            acc.pop(0)
+        out.append(sum(acc) / len(acc) if not any(map(math.isnan, acc)) else float("nan"))
+    return out

@@ -1,0 +1,99 @@
+"""The embedded world: prompts -> exact data distributions over latents, a renderer and exact evaluators.
+
+`EmbeddedWorld` is what the `analytic` backbone serves. Prompts are parsed into GenEval-style
+metadata by `parse_prompt`; each prompt's mixture is built once and cached.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import torch
+
+from jsbench import JsbenchError
+from jsbench.world.mixture import MixtureTable, PromptMixture, euler_flow
+from jsbench.world.scenes import (
+    COLORS,
+    LATENT_DIM,
+    NUMBER_WORDS,
+    PLURALS,
+    SHAPES,
+    make_prompts,
+    scene_mixture,
+)
+
+__all__ = ["EmbeddedWorld", "parse_prompt", "VOCAB", "LATENT_DIM", "MixtureTable", "PromptMixture", "euler_flow"]
+
+# The words the analytic backbone's "text encoder" knows; the pooled embedding is a bag of them.
+VOCAB = (
+    list(SHAPES)
+    + [PLURALS[s] for s in SHAPES]
+    + list(COLORS)
+    + list(NUMBER_WORDS.values())
+    + ["left", "right", "above", "below", "and", "of", "photo", "a", "an"]
+)
+POOLED_DIM = 48
+assert len(VOCAB) <= POOLED_DIM
+
+
+class UnknownPrompt(JsbenchError):
+    pass
+
+
+@lru_cache(maxsize=None)
+def _scene_prompt_index() -> dict[str, dict]:
+    return {p["prompt"]: p for p in make_prompts()}
+
+
+def parse_prompt(prompt: str) -> dict:
+    """GenEval metadata for a prompt the embedded world can draw (its own prompts, any casing/spacing)."""
+    key = _normalise(prompt)
+    meta = _scene_prompt_index().get(key)
+    if meta is None:
+        raise UnknownPrompt(
+            f"the analytic world cannot draw {prompt!r}: it knows GenEval-style prompts over the shapes "
+            f"{', '.join(SHAPES)} (see `jsbench prompts --suite geneval`)"
+        )
+    return meta
+
+
+def embed_prompt(prompt: str) -> torch.Tensor:
+    """Bag-of-words embedding [POOLED_DIM]: the only view of the prompt a policy gets."""
+    vec = torch.zeros(POOLED_DIM)
+    for word in re.findall(r"[a-z]+", prompt.lower()):
+        if word in VOCAB:
+            vec[VOCAB.index(word)] += 1.0
+    return vec
+
+
+@lru_cache(maxsize=4096)
+def _mixture(prompt: str) -> PromptMixture:
+    return scene_mixture(parse_prompt(prompt))
+
+
+class EmbeddedWorld:
+    """One mixture table over every prompt the world knows, built once, indexed per batch row."""
+
+    latent_dim = LATENT_DIM
+    pooled_dim = POOLED_DIM
+
+    def __init__(self):
+        self._tables: dict[tuple, tuple[MixtureTable, dict[str, int]]] = {}
+
+    def mixture(self, prompt: str) -> PromptMixture:
+        return _mixture(_normalise(prompt))
+
+    def table(self, prompts: list[str], dtype=torch.float32, device=None) -> tuple[MixtureTable, torch.Tensor]:
+        """The world's table and, per row, the index of its prompt in it."""
+        key = (dtype, str(device))
+        if key not in self._tables:
+            known = list(_scene_prompt_index())
+            self._tables[key] = (MixtureTable([_mixture(p) for p in known], dtype=dtype, device=device), {p: i for i, p in enumerate(known)})
+        table, index = self._tables[key]
+        rows = torch.tensor([index[_normalise(p)] for p in prompts], dtype=torch.long, device=device)
+        return table, rows
+
+
+def _normalise(prompt: str) -> str:
+    return re.sub(r"\s+", " ", prompt.strip().lower())

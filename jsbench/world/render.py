@@ -1,0 +1,73 @@
+"""The scene world's decoder: slot latents -> RGB images, deterministic and differentiable-free.
+
+Each slot is drawn as an anti-aliased signed-distance shape, composited in slot order over a grey
+background. Presence sets opacity (half-present = a faint ghost), the colour coordinate interpolates
+the palette (between anchors = an off-palette colour), the shape coordinate interpolates the distance
+fields of neighbouring classes (between anchors = a shape between two classes).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from jsbench.world.scenes import (
+    BACKGROUND,
+    CANVAS,
+    CLASSES,
+    COLOR_ANCHORS,
+    COLOR_RGB,
+    PX_PER_UNIT,
+    SHAPE_ANCHORS,
+    SHAPES,
+    SLOT_DIM,
+    SLOTS,
+)
+
+_SQRT3_2 = 0.8660254
+
+
+def _hat_weights(value: torch.Tensor, anchors: torch.Tensor) -> torch.Tensor:
+    """Piecewise-linear interpolation weights [B, A] of value [B] over sorted, evenly spaced anchors."""
+    spacing = anchors[1] - anchors[0]
+    pos = ((value - anchors[0]) / spacing).clamp(0, len(anchors) - 1)
+    return (1.0 - (pos[:, None] - torch.arange(len(anchors), dtype=value.dtype, device=value.device)).abs()).clamp(min=0)
+
+
+def _shape_sdfs(dx: torch.Tensor, dy: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+    """Signed distances [B, 4, H, W] to a triangle, circle, square and ring of size r, in shape order."""
+    r = r[:, None, None]
+    dist = torch.sqrt(dx * dx + dy * dy)
+    outer = 1.25 * r  # triangle circumradius; its inradius is half of it
+    tri = torch.maximum(torch.maximum(dy, -_SQRT3_2 * dx - 0.5 * dy), _SQRT3_2 * dx - 0.5 * dy) - 0.5 * outer
+    circle = dist - r
+    square = torch.maximum(dx.abs(), dy.abs()) - 0.9 * r
+    ring = (dist - 0.8 * r).abs() - 0.35 * r
+    return torch.stack([tri, circle, square, ring], dim=1)
+
+
+def render_scenes(latents: torch.Tensor, canvas: int = CANVAS) -> torch.Tensor:
+    """[B, D] scene latents -> [B, 3, canvas, canvas] images in [0, 1]."""
+    latents = latents.detach().to(torch.float32).cpu()
+    batch = latents.shape[0]
+    coords = torch.arange(canvas, dtype=torch.float32) + 0.5
+    py, px = torch.meshgrid(coords, coords, indexing="ij")
+    color_anchors = torch.tensor(COLOR_ANCHORS, dtype=torch.float32)
+    palette = torch.tensor(COLOR_RGB, dtype=torch.float32)
+    shape_anchors = torch.tensor(SHAPE_ANCHORS, dtype=torch.float32)
+    radii = torch.tensor([CLASSES[s].radius for s in SHAPES], dtype=torch.float32)
+    image = torch.tensor(BACKGROUND, dtype=torch.float32)[None, :, None, None].expand(batch, 3, canvas, canvas).clone()
+    scale = canvas / CANVAS
+    for slot in range(SLOTS):
+        presence, x, y, color, shape = latents[:, slot * SLOT_DIM : (slot + 1) * SLOT_DIM].unbind(-1)
+        # opacity saturates a little before presence reaches its mode at +1, so the data's own jitter
+        # draws solid objects, while a slot stranded at presence 0 is a half-transparent ghost
+        alpha = (0.5 + 0.8 * presence).clamp(0.0, 1.0)
+        rgb = _hat_weights(color, color_anchors) @ palette  # [B, 3]
+        shape_w = _hat_weights(shape, shape_anchors)  # [B, 4]
+        radius = (shape_w @ radii) * scale
+        cx = (canvas / 2 + scale * PX_PER_UNIT * x)[:, None, None]
+        cy = (canvas / 2 + scale * PX_PER_UNIT * y)[:, None, None]
+        sdf = (shape_w[:, :, None, None] * _shape_sdfs(px - cx, py - cy, radius)).sum(1)
+        cover = (alpha[:, None, None] * (0.5 - sdf).clamp(0.0, 1.0))[:, None]  # anti-aliased 1 px edge
+        image = image * (1.0 - cover) + rgb[:, :, None, None] * cover
+    return image

@@ -1,0 +1,279 @@
+"""The scene world's vocabulary, prompts and data distributions.
+
+A scene latent has `SLOTS` object slots of (presence, x, y, colour, shape) followed by spare dims.
+Categorical attributes live on a line of anchors (presence -1/+1, ten colours, four shapes), so a
+sample stranded between modes decodes to something a detector gets wrong: a faint ghost, an
+off-palette colour, a shape between two classes, two objects merged into one.
+
+Each prompt's data distribution is a Gaussian mixture with one component per valid arrangement.
+What differs between prompts, and so what makes the best schedule differ, is tied to the words of the
+prompt as a real model ties it to its text: each shape class has its own size, position grid (coarse or
+fine modes), default colours and spread. The policy reads the words (`embed`), never these numbers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from jsbench.rewards.geneval import RELATIONS, relative_position
+from jsbench.world.mixture import PromptMixture
+
+LATENT_DIM = 24
+SLOTS = 4
+SLOT_FIELDS = ("presence", "x", "y", "color", "shape")
+SLOT_DIM = len(SLOT_FIELDS)
+CANVAS = 48
+PX_PER_UNIT = 18.0  # latent x in [-1, 1] -> pixel 24 +- 18
+MAX_COMPONENTS = 96
+
+COLORS = ("black", "brown", "red", "orange", "yellow", "green", "blue", "purple", "pink", "white")
+COLOR_RGB = np.array(
+    [
+        (0.05, 0.05, 0.05),
+        (0.45, 0.26, 0.08),
+        (0.85, 0.10, 0.10),
+        (0.95, 0.55, 0.05),
+        (0.95, 0.90, 0.10),
+        (0.10, 0.70, 0.20),
+        (0.10, 0.25, 0.90),
+        (0.55, 0.15, 0.75),
+        (0.95, 0.50, 0.75),
+        (0.97, 0.97, 0.97),
+    ],
+    dtype=np.float32,
+)
+COLOR_SPACING = 0.5
+COLOR_ANCHORS = (np.arange(len(COLORS)) - (len(COLORS) - 1) / 2) * COLOR_SPACING
+BACKGROUND = (0.5, 0.5, 0.5)
+
+SHAPES = ("triangle", "circle", "square", "ring")
+SHAPE_ANCHORS = np.array([-1.5, -0.5, 0.5, 1.5])
+PLURALS = {s: s + "s" for s in SHAPES}
+NUMBER_WORDS = {2: "two", 3: "three", 4: "four"}
+
+
+@dataclass(frozen=True)
+class ShapeClass:
+    """What the world does with one class word: size (px), grid of positions, spread, usual colours."""
+
+    radius: float
+    grid: int
+    spread: float
+    colors: tuple[str, ...]
+
+
+CLASSES = {
+    "triangle": ShapeClass(radius=5.0, grid=3, spread=0.05, colors=("green", "blue")),
+    "circle": ShapeClass(radius=4.0, grid=5, spread=0.02, colors=("red", "orange", "pink")),
+    "square": ShapeClass(radius=4.5, grid=2, spread=0.16, colors=("black", "white")),
+    "ring": ShapeClass(radius=5.0, grid=3, spread=0.1, colors=("purple", "yellow", "brown")),
+}
+
+
+def grid_cells(n: int) -> list[tuple[float, float]]:
+    coords = np.linspace(-0.8, 0.8, n) if n > 1 else np.zeros(1)
+    return [(float(x), float(y)) for y in coords for x in coords]
+
+
+def nominal_box(x: float, y: float, radius: float) -> tuple[float, float, float, float]:
+    cx, cy = CANVAS / 2 + PX_PER_UNIT * x, CANVAS / 2 + PX_PER_UNIT * y
+    return (cx - radius, cy - radius, cx + radius, cy + radius)
+
+
+# ---------------------------------------------------------------------------------------------- prompts
+
+
+def _article(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
+
+
+def make_prompts() -> list[dict]:
+    """Every scene prompt of the world, as GenEval metadata entries (tag, prompt, include, exclude)."""
+    prompts: list[dict] = []
+    for s in SHAPES:
+        prompts.append({"tag": "single_object", "prompt": f"a photo of {_article(s)} {s}", "include": [{"class": s, "count": 1}]})
+    for a, b in itertools.combinations(SHAPES, 2):
+        prompts.append(
+            {
+                "tag": "two_object",
+                "prompt": f"a photo of {_article(a)} {a} and {_article(b)} {b}",
+                "include": [{"class": a, "count": 1}, {"class": b, "count": 1}],
+            }
+        )
+    for s in SHAPES:
+        for n, word in NUMBER_WORDS.items():
+            prompts.append(
+                {
+                    "tag": "counting",
+                    "prompt": f"a photo of {word} {PLURALS[s]}",
+                    "include": [{"class": s, "count": n}],
+                    "exclude": [{"class": s, "count": n + 1}],
+                }
+            )
+    for s in SHAPES:
+        for c in COLORS:
+            prompts.append(
+                {"tag": "colors", "prompt": f"a photo of {_article(c)} {c} {s}", "include": [{"class": s, "count": 1, "color": c}]}
+            )
+    for a, b in itertools.permutations(SHAPES, 2):
+        for rel in RELATIONS:
+            prompts.append(
+                {
+                    "tag": "position",
+                    "prompt": f"a photo of {_article(b)} {b} {rel} {_article(a)} {a}",
+                    "include": [{"class": a, "count": 1}, {"class": b, "count": 1, "position": [rel, 0]}],
+                }
+            )
+    rng = np.random.default_rng(0)
+    attr = [
+        (a, ca, b, cb)
+        for a, b in itertools.permutations(SHAPES, 2)
+        for ca in COLORS
+        for cb in COLORS
+        if ca != cb
+    ]
+    for i in rng.choice(len(attr), size=100, replace=False):
+        a, ca, b, cb = attr[int(i)]
+        prompts.append(
+            {
+                "tag": "color_attr",
+                "prompt": f"a photo of {_article(ca)} {ca} {a} and {_article(cb)} {cb} {b}",
+                "include": [{"class": a, "count": 1, "color": ca}, {"class": b, "count": 1, "color": cb}],
+            }
+        )
+    return prompts
+
+
+def split_prompts(prompts: list[dict], split: str) -> list[dict]:
+    """A fixed stratified split: every 4th prompt of each task (in a seeded order) is held out."""
+    if split == "all":
+        return list(prompts)
+    if split not in ("train", "test"):
+        raise ValueError(f"unknown split {split!r} (train, test or all)")
+    out = []
+    for tag in dict.fromkeys(p["tag"] for p in prompts):
+        group = sorted((p for p in prompts if p["tag"] == tag), key=lambda p: _stable_hash(p["prompt"]))
+        for i, p in enumerate(group):
+            held_out = i % 4 == 1
+            if held_out == (split == "test"):
+                out.append(p)
+    return out
+
+
+def _stable_hash(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+
+
+# ---------------------------------------------------------------------------------------- arrangements
+
+
+def _objects(meta: dict) -> list[tuple[str, str | None]]:
+    objects = []
+    for req in meta["include"]:
+        objects += [(req["class"], req.get("color"))] * int(req["count"])
+    if len(objects) > SLOTS:
+        raise ValueError(f"prompt needs {len(objects)} objects, the world has {SLOTS} slots")
+    return objects
+
+
+def _valid(meta: dict, objects, cells, radii) -> bool:
+    # the data's own jitter must never break an arrangement, or the many-step ceiling would fail:
+    # keep objects apart (a merge is a failure, not data) and relations true, with room for 4 sigma
+    room = 4.0 * prompt_spread(meta) * PX_PER_UNIT * np.sqrt(2.0)
+    for i, j in itertools.combinations(range(len(objects)), 2):
+        dist = PX_PER_UNIT * np.hypot(cells[i][0] - cells[j][0], cells[i][1] - cells[j][1])
+        if dist < radii[i] + radii[j] + 3.0 + room:
+            return False
+    # relations must hold with room to spare: shrink the offset per axis and recheck
+    first_of_group, idx = [], 0
+    for req in meta["include"]:
+        first_of_group.append(idx)
+        idx += int(req["count"])
+    for g, req in enumerate(meta["include"]):
+        if "position" not in req:
+            continue
+        rel, target = req["position"]
+        a, b = first_of_group[g], first_of_group[target]
+        for shrink in (0.0, (1.0 + room) / PX_PER_UNIT):
+            dx = cells[a][0] - cells[b][0]
+            dy = cells[a][1] - cells[b][1]
+            dx -= np.sign(dx) * min(abs(dx), shrink)
+            dy -= np.sign(dy) * min(abs(dy), shrink)
+            box_a = nominal_box(cells[b][0] + dx, cells[b][1] + dy, radii[a])
+            box_b = nominal_box(*cells[b], radii[b])
+            if rel not in relative_position(box_a, box_b):
+                return False
+    return True
+
+
+def arrangements(meta: dict, limit: int = MAX_COMPONENTS) -> list[list[tuple[int, str, str, float, float]]]:
+    """Valid arrangements, each a list of (slot, class, colour, x, y) per object.
+
+    Objects may sit in any slots (a real model has no canonical object order), so which slots are
+    present, and which class a slot holds, are modes too. At most `limit` arrangements, chosen by a
+    draw seeded by the prompt.
+    """
+    objects = _objects(meta)
+    per_object = []
+    for cls, color in objects:
+        spec = CLASSES[cls]
+        colors = (color,) if color else spec.colors
+        per_object.append([(c, cell) for c in colors for cell in grid_cells(spec.grid)])
+    radii = [CLASSES[c].radius for c, _ in objects]
+    slot_orders = list(itertools.permutations(range(SLOTS), len(objects)))
+    rng = np.random.default_rng(_stable_hash(meta["prompt"]) % 2**32)
+    total = len(slot_orders) * int(np.prod([len(o) for o in per_object]))
+    found: dict[tuple, list] = {}
+
+    def consider(slots, choice):
+        # identical objects are interchangeable: an arrangement is the set of what sits in which slot
+        items = tuple(sorted((slot, cls, color, cell) for slot, (cls, _), (color, cell) in zip(slots, objects, choice)))
+        if items in found or not _valid(meta, objects, [cell for _, cell in choice], radii):
+            return
+        found[items] = [(slot, cls, color, cell[0], cell[1]) for slot, cls, color, cell in items]
+
+    if total <= 20000:
+        for slots in slot_orders:
+            for choice in itertools.product(*per_object):
+                consider(slots, choice)
+        keys = list(found)
+        if len(keys) > limit:
+            keep = rng.choice(len(keys), size=limit, replace=False)
+            keys = [keys[i] for i in sorted(keep)]
+        return [found[k] for k in keys]
+    for _ in range(200 * limit):
+        slots = slot_orders[rng.integers(len(slot_orders))]
+        consider(slots, [o[rng.integers(len(o))] for o in per_object])
+        if len(found) >= limit:
+            break
+    return list(found.values())
+
+
+def prompt_spread(meta: dict) -> float:
+    """Geometric mean of the spreads of the prompt's classes."""
+    spreads = [CLASSES[c].spread for c, _ in _objects(meta)]
+    return float(np.exp(np.mean(np.log(spreads))))
+
+
+def encode_arrangement(arrangement) -> torch.Tensor:
+    latent = torch.zeros(LATENT_DIM, dtype=torch.float64)
+    latent[: SLOTS * SLOT_DIM : SLOT_DIM] = -1.0  # every slot absent unless filled
+    for slot, cls, color, x, y in arrangement:
+        base = slot * SLOT_DIM
+        latent[base : base + SLOT_DIM] = torch.tensor(
+            [1.0, x, y, COLOR_ANCHORS[COLORS.index(color)], SHAPE_ANCHORS[SHAPES.index(cls)]], dtype=torch.float64
+        )
+    return latent
+
+
+def scene_mixture(meta: dict) -> PromptMixture:
+    found = arrangements(meta)
+    if not found:
+        raise ValueError(f"no valid arrangement for prompt {meta['prompt']!r}")
+    means = torch.stack([encode_arrangement(a) for a in found])
+    return PromptMixture(means=means, log_weights=torch.zeros(len(found), dtype=torch.float64), spread=prompt_spread(meta))
