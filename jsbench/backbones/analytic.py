@@ -3,10 +3,15 @@
 Its "network" is the exact posterior mean of each prompt's Gaussian mixture, its sampler the Euler
 flow sampler every flow backbone uses, its decoder the scene renderer. Many-step sampling is its
 ceiling (the analogue of a 50-step teacher); few-step sampling fails the way real samplers do.
-Its clock is flow time: sigma = t, x_t = (1 - t) x_0 + t eps, the same clock as SD3/Flux.
+Its clock is flow time: sigma = t, x_t = (1 - t) x_0 + t eps, the same clock as SD3/Flux, and its
+default schedule is Flux's: the exponential time shift sigma' = e^mu sigma / (1 + (e^mu - 1) sigma)
+at the base resolution, mu = 0.5 (Flux's `base_shift`; the world's images are far below Flux's
+base sequence length, where the shift stops decreasing).
 """
 
 from __future__ import annotations
+
+import math
 
 from typing import Sequence
 
@@ -14,7 +19,7 @@ import torch
 
 from jsbench.backbones import register
 from jsbench.backbones.base import Condition
-from jsbench.schedule import uniform_sigmas, check_sigmas
+from jsbench.schedule import check_sigmas, shifted_sigmas
 from jsbench.world import EmbeddedWorld, embed_prompt, parse_prompt
 from jsbench.world.mixture import euler_flow
 from jsbench.world.render import render_scenes
@@ -49,9 +54,11 @@ class AnalyticBackbone:
         rows = [torch.randn(self.world.latent_dim, generator=torch.Generator().manual_seed(int(s))) for s in seeds]
         return torch.stack(rows).to(self.device, self.dtype)
 
+    default_mu = 0.5
+
     def default_sigmas(self, steps: int, x_T: torch.Tensor) -> torch.Tensor:
-        """Uniform flow-time steps: the plain Euler sampler's default."""
-        return uniform_sigmas(steps, batch=x_T.shape[0], dtype=self.dtype, device=self.device)
+        """Flux's default: uniform flow-time steps under the time shift e^mu, mu = 0.5."""
+        return shifted_sigmas(steps, math.exp(self.default_mu), batch=x_T.shape[0], dtype=self.dtype, device=self.device)
 
     def sample_latents(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:
         check_sigmas(sigmas)

@@ -1,6 +1,6 @@
 """The closed-form flow of a Gaussian mixture: what the embedded backbone computes instead of a network.
 
-Data given a prompt is a mixture of isotropic Gaussians, x_0 ~ sum_k pi_k N(mu_k, sigma_c^2 I). Under the
+Data given a prompt is a mixture of diagonal Gaussians, x_0 ~ sum_k pi_k N(mu_k, diag(s_k^2)). Under the
 flow-matching path x_t = (1 - t) x_0 + t eps, the posterior mean E[x_0 | x_t] is exact and cheap, and the
 Euler step of the probability-flow ODE written through it is
 
@@ -18,11 +18,15 @@ import torch
 
 @dataclass(frozen=True)
 class PromptMixture:
-    """One prompt's data distribution over latents: component means [K, D], log weights [K], spread."""
+    """One prompt's data distribution over latents: component means [K, D], log weights [K] and
+    per-component, per-dimension standard deviations `spreads` [K, D] (a float broadcasts)."""
 
     means: torch.Tensor
     log_weights: torch.Tensor
-    spread: float
+    spreads: torch.Tensor | float
+
+    def spread_tensor(self) -> torch.Tensor:
+        return torch.as_tensor(self.spreads, dtype=self.means.dtype).expand_as(self.means)
 
 
 class MixtureTable:
@@ -35,24 +39,26 @@ class MixtureTable:
         dim = mixtures[0].means.shape[1]
         self.means = torch.zeros(len(mixtures), kmax, dim, dtype=dtype, device=device)
         self.log_weights = torch.full((len(mixtures), kmax), float("-inf"), dtype=dtype, device=device)
-        self.spreads = torch.tensor([m.spread for m in mixtures], dtype=dtype, device=device)
+        # padded components get unit spread and -inf weight: they never take responsibility
+        self.spreads = torch.ones(len(mixtures), kmax, dim, dtype=dtype, device=device)
         for i, m in enumerate(mixtures):
             k = m.means.shape[0]
             self.means[i, :k] = m.means.to(dtype)
+            self.spreads[i, :k] = m.spread_tensor().to(dtype)
             self.log_weights[i, :k] = torch.log_softmax(m.log_weights.to(torch.float64), 0).to(dtype)
 
     def posterior_mean(self, x_t: torch.Tensor, t: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """E[x_0 | x_t] for each row b of prompt index rows[b] at its own time t[b] (t in [0, 1])."""
         means = self.means[rows]  # [B, K, D]
         log_w = self.log_weights[rows]  # [B, K]
-        spread2 = self.spreads[rows].square()[:, None]  # [B, 1]
-        t = t[:, None]
+        spread2 = self.spreads[rows].square()  # [B, K, D]
+        t = t[:, None, None]
         signal = 1.0 - t
-        var_t = signal.square() * spread2 + t.square()  # marginal variance of x_t within a component
-        resid = x_t[:, None, :] - signal[..., None] * means  # [B, K, D]
-        logits = log_w - resid.square().sum(-1) / (2.0 * var_t)
+        var_t = signal.square() * spread2 + t.square()  # per-dim variance of x_t within a component
+        resid = x_t[:, None, :] - signal * means  # [B, K, D]
+        logits = log_w - 0.5 * (resid.square() / var_t + var_t.log()).sum(-1)
         resp = torch.softmax(logits, dim=-1)  # component responsibilities
-        gain = (signal * spread2 / var_t)[..., None]  # within-component Wiener gain
+        gain = signal * spread2 / var_t  # within-component Wiener gain
         x0_k = means + gain * resid
         return (resp[..., None] * x0_k).sum(1)
 
@@ -62,7 +68,7 @@ class MixtureTable:
         comp = torch.multinomial(probs, 1, generator=generator).squeeze(1)
         mu = self.means[rows, comp]
         noise = torch.randn(mu.shape, generator=generator, dtype=mu.dtype, device=mu.device)
-        return mu + self.spreads[rows][:, None] * noise
+        return mu + self.spreads[rows, comp] * noise
 
 
 def euler_flow(table: MixtureTable, x_T: torch.Tensor, rows: torch.Tensor, sigmas: torch.Tensor) -> torch.Tensor:

@@ -61,7 +61,7 @@ def render_scenes(latents: torch.Tensor, canvas: int = CANVAS) -> torch.Tensor:
         presence, x, y, color, shape = latents[:, slot * SLOT_DIM : (slot + 1) * SLOT_DIM].unbind(-1)
         # opacity saturates a little before presence reaches its mode at +1, so the data's own jitter
         # draws solid objects, while a slot stranded at presence 0 is a half-transparent ghost
-        alpha = (0.5 + 0.8 * presence).clamp(0.0, 1.0)
+        alpha = (0.5 + 1.25 * presence).clamp(0.0, 1.0)
         rgb = _hat_weights(color, color_anchors) @ palette  # [B, 3]
         shape_w = _hat_weights(shape, shape_anchors)  # [B, 4]
         radius = (shape_w @ radii) * scale

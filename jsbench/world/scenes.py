@@ -68,9 +68,9 @@ class ShapeClass:
 
 
 CLASSES = {
-    "triangle": ShapeClass(radius=5.0, grid=3, spread=0.05, colors=("green", "blue")),
-    "circle": ShapeClass(radius=4.0, grid=5, spread=0.02, colors=("red", "orange", "pink")),
-    "square": ShapeClass(radius=4.5, grid=2, spread=0.16, colors=("black", "white")),
+    "triangle": ShapeClass(radius=5.0, grid=3, spread=0.02, colors=("green", "blue")),
+    "circle": ShapeClass(radius=4.0, grid=5, spread=0.05, colors=("red", "orange", "pink")),
+    "square": ShapeClass(radius=4.5, grid=2, spread=0.2, colors=("black", "white")),
     "ring": ShapeClass(radius=5.0, grid=3, spread=0.1, colors=("purple", "yellow", "brown")),
 }
 
@@ -183,8 +183,8 @@ def _objects(meta: dict) -> list[tuple[str, str | None]]:
 
 def _valid(meta: dict, objects, cells, radii) -> bool:
     # the data's own jitter must never break an arrangement, or the many-step ceiling would fail:
-    # keep objects apart (a merge is a failure, not data) and relations true, with room for 4 sigma
-    room = 4.0 * prompt_spread(meta) * PX_PER_UNIT * np.sqrt(2.0)
+    # keep objects apart (a merge is a failure, not data) and relations true, with room for 3 sigma
+    room = 3.0 * prompt_spread(meta) * PX_PER_UNIT * np.sqrt(2.0)
     for i, j in itertools.combinations(range(len(objects)), 2):
         dist = PX_PER_UNIT * np.hypot(cells[i][0] - cells[j][0], cells[i][1] - cells[j][1])
         if dist < radii[i] + radii[j] + 3.0 + room:
@@ -255,9 +255,28 @@ def arrangements(meta: dict, limit: int = MAX_COMPONENTS) -> list[list[tuple[int
 
 
 def prompt_spread(meta: dict) -> float:
-    """Geometric mean of the spreads of the prompt's classes."""
-    spreads = [CLASSES[c].spread for c, _ in _objects(meta)]
-    return float(np.exp(np.mean(np.log(spreads))))
+    """The largest position spread among the prompt's objects (what object spacing must absorb)."""
+    return max(min(CLASSES[c].spread, POSITION_SPREAD) for c, _ in _objects(meta))
+
+
+ATTRIBUTE_SPREAD = 0.03  # colour and shape stay crisp for every class: their anchors are close
+POSITION_SPREAD = 0.06  # positions jitter at most this much, so objects never touch at the ceiling
+ABSENT_SPREAD = 0.05
+
+
+def arrangement_spreads(arrangement) -> torch.Tensor:
+    """Per-dimension spread of one component. A present object's presence varies with its class's
+    spread (opacity saturates before presence reaches its mode, which absorbs it); its position varies
+    up to POSITION_SPREAD and its colour and shape up to ATTRIBUTE_SPREAD, so the many-step ceiling never
+    merges objects or reads a wrong colour or class. How wide a class's presence mode is decides how
+    late a sampler must still be taking steps for it: the per-prompt signal a policy can learn."""
+    spreads = torch.full((LATENT_DIM,), ABSENT_SPREAD, dtype=torch.float64)
+    for slot, cls, _color, _x, _y in arrangement:
+        s = CLASSES[cls].spread
+        base = slot * SLOT_DIM
+        pos, attr = min(s, POSITION_SPREAD), min(s, ATTRIBUTE_SPREAD)
+        spreads[base : base + SLOT_DIM] = torch.tensor([s, pos, pos, attr, attr], dtype=torch.float64)
+    return spreads
 
 
 def encode_arrangement(arrangement) -> torch.Tensor:
@@ -276,4 +295,5 @@ def scene_mixture(meta: dict) -> PromptMixture:
     if not found:
         raise ValueError(f"no valid arrangement for prompt {meta['prompt']!r}")
     means = torch.stack([encode_arrangement(a) for a in found])
-    return PromptMixture(means=means, log_weights=torch.zeros(len(found), dtype=torch.float64), spread=prompt_spread(meta))
+    spreads = torch.stack([arrangement_spreads(a) for a in found])
+    return PromptMixture(means=means, log_weights=torch.zeros(len(found), dtype=torch.float64), spreads=spreads)

@@ -79,7 +79,8 @@ X_DIM, Y_DIM, SIZE_DIM, WEIGHT_DIM, GLYPH_DIM0 = 0, 1, 2, 3, 4
 CELLS = LATENT_DIM - GLYPH_DIM0  # 20 glyph cells
 MAX_TEXT_CHARS = 16  # what fits on the canvas at the smallest size, centred, with jitter
 
-PLATEAU = 0.3  # share of an anchor step, on each side of an anchor, drawn as one clean copy
+PLATEAU = 0.2  # share of an anchor step, on each side of an anchor, drawn as one clean copy
+GHOST_GAMMA = 0.7  # opacity of a crossfaded copy = weight ** GHOST_GAMMA
 
 X_STEP, PX_PER_X = 0.6, 40.0  # 24 px between horizontal anchors
 X_ANCHORS = X_STEP * np.arange(-3, 4, dtype=np.float64)  # 7 positions, index 3 = centred
@@ -93,11 +94,14 @@ WEIGHT_ANCHORS = WEIGHT_STEP * np.array([-0.5, 0.5])
 FONT_FILES = ("DejaVuSansMono.ttf", "DejaVuSansMono-Bold.ttf")
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
-GLYPHS = " -'.,:!?&" + "0123456789" + "".join(c + c.upper() for c in LETTERS)
-GLYPH_STEP = 0.35  # a case change moves each letter's code by one step
+BLANKS = 4  # the line starts with blank anchors, so a blank cell's jitter never reaches a glyph
+GLYPHS = " " * BLANKS + "-'.,:!?&" + "0123456789" + "".join(c + c.upper() for c in LETTERS)
+GLYPH_STEP = 0.5  # a case change moves each letter's code by one step
 GLYPH_ANCHORS = GLYPH_STEP * (np.arange(len(GLYPHS), dtype=np.float64) - (len(GLYPHS) - 1) / 2)
-BLANK = 0  # index of the blank glyph
-_GLYPH_INDEX = {g: i for i, g in enumerate(GLYPHS)}
+BLANK = 0  # the blank code; indices below BLANKS draw nothing
+_GLYPH_INDEX = {g: i for i, g in enumerate(GLYPHS) if i >= BLANKS}
+_GLYPH_INDEX[" "] = BLANK
+WORD_GAP = 2  # blank cells between words (OCR engines merge words one monospace cell apart)
 SUPPORTED_CHARS = set(GLYPHS) | set(LETTERS.upper())
 
 
@@ -121,20 +125,20 @@ class Carrier:
 
 
 CARRIERS: dict[str, Carrier] = {
-    "sign": Carrier(("lower", "upper", "title"), (2, 3, 4), (1,), (1,), (1,), 0.04),
-    "neon sign": Carrier(("lower",), (3,), (0, 1, 2), (0, 1, 2), (0,), 0.03),
-    "poster": Carrier(("upper", "title"), (1, 2, 3, 4, 5), (0, 1), (1,), (1,), 0.06),
-    "t-shirt": Carrier(("upper",), (3,), (0, 1, 2), (1, 2), (1,), 0.06),
-    "storefront": Carrier(("upper", "title"), (2, 3, 4), (1,), (0, 1), (0, 1), 0.05),
-    "book cover": Carrier(("title", "upper"), (3,), (0, 1), (1, 2), (1,), 0.05),
-    "banner": Carrier(("lower", "upper"), (1, 2, 3, 4, 5), (1,), (1,), (0, 1), 0.04),
-    "mug": Carrier(("lower", "title"), (3,), (1,), (0, 1, 2), (0,), 0.03),
-    "street sign": Carrier(("upper",), (2, 3, 4), (0, 1, 2), (1,), (1,), 0.07),
-    "chalkboard": Carrier(("lower", "title", "upper"), (2, 3), (1, 2), (0, 1), (0,), 0.05),
-    "billboard": Carrier(("upper",), (1, 2, 3, 4, 5), (1,), (1, 2), (1,), 0.08),
-    "label": Carrier(("lower",), (3,), (1,), (0,), (0, 1), 0.02),
+    "sign": Carrier(("lower", "upper", "title"), (2, 3, 4), (1,), (1,), (1,), 0.025),
+    "neon sign": Carrier(("lower",), (3,), (0, 1, 2), (0, 1, 2), (0,), 0.02),
+    "poster": Carrier(("upper", "title"), (1, 2, 3, 4, 5), (0, 1), (1,), (1,), 0.035),
+    "t-shirt": Carrier(("upper",), (3,), (0, 1, 2), (1, 2), (1,), 0.035),
+    "storefront": Carrier(("upper", "title"), (2, 3, 4), (1,), (0, 1), (0, 1), 0.03),
+    "book cover": Carrier(("title", "upper"), (3,), (0, 1), (1, 2), (1,), 0.03),
+    "banner": Carrier(("lower", "upper"), (1, 2, 3, 4, 5), (1,), (1,), (0, 1), 0.025),
+    "mug": Carrier(("lower", "title"), (3,), (1,), (0, 1, 2), (0,), 0.02),
+    "street sign": Carrier(("upper",), (2, 3, 4), (0, 1, 2), (1,), (1,), 0.04),
+    "chalkboard": Carrier(("lower", "title", "upper"), (2, 3), (1, 2), (0, 1), (0,), 0.03),
+    "billboard": Carrier(("upper",), (1, 2, 3, 4, 5), (1,), (1, 2), (1,), 0.04),
+    "label": Carrier(("lower",), (3,), (1,), (0,), (0, 1), 0.015),
 }
-GENERIC = Carrier(("lower", "upper", "title"), (2, 3, 4), (1,), (1,), (0,), 0.05)
+GENERIC = Carrier(("lower", "upper", "title"), (2, 3, 4), (1,), (1,), (0,), 0.03)
 CARRIER_NAMES = tuple(CARRIERS)
 # longest names first, so "neon sign" wins over "sign"
 _CARRIER_PATTERNS = [
@@ -144,9 +148,9 @@ _CARRIER_PATTERNS = [
 # short words every OCR engine reads in this font in every case (checked by tests/test_text_world.py)
 WORDS = (
     "river", "open", "cafe", "sale", "hello", "stop", "jazz", "music", "bread", "fresh",
-    "north", "happy", "love", "city", "park", "book", "sun", "moon", "star", "blue",
+    "lemon", "happy", "love", "city", "park", "book", "sun", "moon", "star", "blue",
     "gold", "rain", "snow", "fire", "wind", "coffee", "pizza", "hotel", "bank", "beach",
-    "garden", "market", "dream", "peace", "ocean", "summer", "winter", "tiger", "apple", "cherry",
+    "honey", "candy", "dream", "peace", "ocean", "jungle", "winter", "tiger", "apple", "cherry",
     "forest", "smile", "dance", "green", "sweet", "home", "wave", "night", "bike", "farm",
 )
 TEMPLATES = (
@@ -202,10 +206,13 @@ def parse_text_prompt(prompt: str) -> TextSpec:
     bad = sorted({c for c in text if c not in SUPPORTED_CHARS})
     if bad:
         raise TextWorldError(
-            f"the text world cannot draw {''.join(bad)!r} in {prompt!r} (it draws letters, digits and {GLYPHS[1:9]!r})"
+            f"the text world cannot draw {''.join(bad)!r} in {prompt!r} (it draws letters, digits and {GLYPHS[BLANKS:BLANKS + 8]!r})"
         )
-    if len(text) > MAX_TEXT_CHARS:
-        raise TextWorldError(f"quoted text {text!r} has {len(text)} characters; the text world draws at most {MAX_TEXT_CHARS}")
+    cells = len(_drawn(text, "lower"))
+    if cells > MAX_TEXT_CHARS:
+        raise TextWorldError(
+            f"quoted text {text!r} needs {cells} character cells ({WORD_GAP} per word gap); the text world draws at most {MAX_TEXT_CHARS}"
+        )
     low = prompt.lower()
     carrier = next((name for name, pat in _CARRIER_PATTERNS if pat.search(low)), None)
     return TextSpec(prompt=_normalise(prompt), words=words, text=text, carrier=carrier)
@@ -295,7 +302,7 @@ def _vertical_extent(size_index: int) -> tuple[float, float]:
     """(top, bottom) of every drawable glyph relative to the baseline, in px (top < 0)."""
     tops, bottoms = [], []
     for w in range(len(FONT_FILES)):
-        _, top, _, bottom = _font(size_index, w).getbbox(GLYPHS[1:], anchor="ls")
+        _, top, _, bottom = _font(size_index, w).getbbox(GLYPHS[BLANKS:], anchor="ls")
         tops.append(top)
         bottoms.append(bottom)
     return float(min(tops)), float(max(bottoms))
@@ -324,14 +331,16 @@ def _baseline(size_index: int) -> float:
 # -------------------------------------------------------------------------------------- the mixture
 
 
-def _cased(text: str, case: str) -> str:
-    if case == "lower":
-        return text.lower()
+def _drawn(text: str, case: str) -> str:
+    """The string a mode draws: the words in a case style, WORD_GAP blank cells apart."""
+    words = text.lower().split()
     if case == "upper":
-        return text.upper()
-    if case == "title":
-        return " ".join(w[:1].upper() + w[1:] for w in text.split(" "))
-    raise ValueError(f"unknown case style {case!r}")
+        words = [w.upper() for w in words]
+    elif case == "title":
+        words = [w[:1].upper() + w[1:] for w in words]
+    elif case != "lower":
+        raise ValueError(f"unknown case style {case!r}")
+    return (" " * WORD_GAP).join(words)
 
 
 def _fits(n_chars: int, x_index: int, y_index: int, size_index: int) -> bool:
@@ -363,19 +372,19 @@ def text_latent(text: str, x_index: int = 3, y_index: int = 1, size_index: int =
 def text_modes(spec: TextSpec) -> list[tuple[str, int, int, int, int]]:
     """The prompt's modes: (cased text, x, y, size, weight) anchor indices that fit the canvas."""
     carrier = CARRIERS.get(spec.carrier, GENERIC) if spec.carrier else GENERIC
-    texts = list(dict.fromkeys(_cased(spec.text, c) for c in carrier.cases))
+    texts = list(dict.fromkeys(_drawn(spec.text, c) for c in carrier.cases))
     layouts = [
         (x, y, s, w)
         for x in carrier.xs
         for y in carrier.ys
         for s in carrier.sizes
         for w in carrier.weights
-        if _fits(len(spec.text), x, y, s)
+        if _fits(len(texts[0]), x, y, s)
     ]
     if not layouts:
         # the text is too long for this carrier's layouts: centred at the smallest size always fits
         layouts = [(3, 1, 0, w) for w in carrier.weights]
-        if not _fits(len(spec.text), 3, 1, 0):
+        if not _fits(len(texts[0]), 3, 1, 0):
             raise TextWorldError(f"quoted text {spec.text!r} does not fit the text world's canvas")
     return [(t, *layout) for t in texts for layout in layouts]
 
@@ -385,12 +394,24 @@ def text_spread(spec: TextSpec) -> float:
     return carrier.spread
 
 
+GLYPH_SPREAD = 0.02  # glyph codes stay crisp in every mode: the ceiling never draws a wrong letter
+
+
+def text_spreads(spec: TextSpec) -> torch.Tensor:
+    """Per-dimension spread [24] of every component: the carrier's spread on the layout dims (position
+    jitter moves the text, it never ghosts it), GLYPH_SPREAD on the glyph cells."""
+    spreads = torch.full((LATENT_DIM,), GLYPH_SPREAD, dtype=torch.float64)
+    spreads[:GLYPH_DIM0] = text_spread(spec)
+    return spreads
+
+
 @lru_cache(maxsize=4096)
 def _text_mixture(prompt: str) -> PromptMixture:
     spec = parse_text_prompt(prompt)
     modes = text_modes(spec)
     means = torch.stack([text_latent(*m) for m in modes])
-    return PromptMixture(means=means, log_weights=torch.zeros(len(modes), dtype=torch.float64), spread=text_spread(spec))
+    spreads = text_spreads(spec).expand(len(modes), -1).clone()
+    return PromptMixture(means, torch.zeros(len(modes), dtype=torch.float64), spreads)
 
 
 def text_mixture(prompt: str) -> PromptMixture:
@@ -445,11 +466,13 @@ def _crossfade(values: np.ndarray, anchors: np.ndarray) -> tuple[np.ndarray, np.
 
 
 def _copies(k0: int, w1: float, min_weight: float = 1e-3) -> list[tuple[int, float]]:
+    """The (anchor, opacity) copies a crossfade draws: opacity is weight ** GHOST_GAMMA, so a sample
+    between two modes shows both copies strongly, as a sharp few-step sample with two modes in it does."""
     out = []
     if 1.0 - w1 > min_weight:
-        out.append((k0, 1.0 - w1))
+        out.append((k0, (1.0 - w1) ** GHOST_GAMMA))
     if w1 > min_weight:
-        out.append((k0 + 1, w1))
+        out.append((k0 + 1, w1**GHOST_GAMMA))
     return out
 
 
@@ -492,8 +515,8 @@ def render_text(latents: torch.Tensor, prompts: Sequence[str] | None = None) -> 
         cells = []
         last = -1
         for c in range(CELLS):
-            glyphs = [(g, w) for g, w in _copies(int(g_k[b, c]), float(g_w[b, c])) if g != BLANK]
-            if sum(w for _, w in glyphs) >= 0.5:
+            glyphs = [(g, w) for g, w in _copies(int(g_k[b, c]), float(g_w[b, c])) if g >= BLANKS]
+            if max((w for _, w in glyphs), default=0.0) >= 0.5 ** GHOST_GAMMA:
                 last = c
             cells.append(glyphs)
         n_chars = last + 1

@@ -1,0 +1,3 @@
+from jsbench.cli import main
+
+main()

@@ -1,0 +1,218 @@
+"""The `jsbench` command line: thin, typed wrappers over the library.
+
+Every refusal is one line on stderr and a non-zero exit; the library raises `JsbenchError` for them.
+"""
+
+from __future__ import annotations
+
+import sys
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table as RichTable
+
+from jsbench import JsbenchError
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Learn instance-level sampling schedules for frozen text-to-image samplers, and benchmark them.\n\n"
+    "Start with `jsbench compare`: it evaluates the default schedule, the shipped learned policies and the "
+    "many-step ceiling on the embedded `analytic` world and writes leaderboards/geneval.md.",
+)
+policies_app = typer.Typer(no_args_is_help=True, help="List and inspect trained schedule policies.")
+app.add_typer(policies_app, name="policies")
+console = Console()
+err = Console(stderr=True)
+
+
+class PolicyKind(str, Enum):
+    instance = "instance"
+    prompt = "prompt"
+    global_ = "global"
+
+
+def _backbone(name: str, model: Optional[str], device: Optional[str]):
+    from jsbench.backbones import load_backbone
+
+    return load_backbone(name, model, device)
+
+
+@app.command()
+def train(
+    out: Path = typer.Option(..., help="Folder for the policy, its checkpoint and training log."),
+    backbone: str = typer.Option("analytic", help="Backbone name (analytic, sdxl, sd35-medium, flux-dev, ...)."),
+    model: Optional[str] = typer.Option(None, help="Hub id or local folder of the backbone's weights."),
+    steps: int = typer.Option(5, help="Step budget N: the policy outputs N increments."),
+    baseline: str = typer.Option("js", help="Reward baseline: none, rloo, xctx or js."),
+    reward: str = typer.Option("geneval", help="Reward to maximise (geneval, ocr, ...)."),
+    suite: str = typer.Option("geneval", help="Suite whose training prompts are used."),
+    policy: PolicyKind = typer.Option(PolicyKind.instance, help="instance: prompt + noise; prompt: prompt only; global: one schedule."),
+    iters: int = typer.Option(200, help="Number of policy updates."),
+    contexts: int = typer.Option(16, "--contexts", "-B", help="Contexts (prompt, seed) per update."),
+    samples: int = typer.Option(4, "--samples", "-K", help="Schedules sampled per context."),
+    lr: float = typer.Option(3e-3, help="AdamW learning rate."),
+    concentration: float = typer.Option(32.0, help="Initial Dirichlet concentration c0 (alpha = c0 * default increments)."),
+    seed: int = typer.Option(0, help="Seed of everything random in the run."),
+    checkpoint_every: int = typer.Option(25, help="Updates between atomic checkpoints."),
+    resume: bool = typer.Option(False, help="Continue from OUT/checkpoint.pt; ends exactly where the uninterrupted run would."),
+    device: Optional[str] = typer.Option(None, help="torch device (default: cpu for analytic, cuda if available otherwise)."),
+    progress: bool = typer.Option(True, help="Show a progress bar."),
+):
+    """Train a schedule policy with REINFORCE and a leave-one-out baseline; writes OUT/policy.safetensors + manifest.json."""
+    from jsbench.train import TrainConfig, Trainer
+
+    config = TrainConfig(
+        backbone=backbone, model=model, steps=steps, baseline=baseline, reward=reward, suite=suite, policy=policy.value,
+        iters=iters, contexts=contexts, samples=samples, lr=lr, concentration=concentration, seed=seed,
+        checkpoint_every=checkpoint_every, device=device,
+    )
+    trainer = Trainer(config, out)
+    if resume:
+        trainer.resume()
+    elif trainer.checkpoint_path.exists():
+        raise JsbenchError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
+    trainer.train(progress=progress)
+    path = trainer.save_policy()
+    console.print(f"policy written to [bold]{path}[/]")
+
+
+@app.command("eval")
+def eval_(
+    suite: str = typer.Option("geneval", help="Suite: geneval, ocr, hpdv2."),
+    backbone: str = typer.Option("analytic", help="Backbone name."),
+    model: Optional[str] = typer.Option(None, help="Hub id or local folder of the backbone's weights."),
+    steps: int = typer.Option(5, help="Step budget."),
+    schedule: str = typer.Option("default", help="default | ceiling | uniform | shift:S | policy:PATH"),
+    seeds: int = typer.Option(16, help="Images (seeds) per prompt."),
+    split: str = typer.Option("test", help="Prompt split: test (held out), train or all."),
+    out: Path = typer.Option(Path("results/records.jsonl"), help="Records file (JSONL, appended atomically)."),
+    device: Optional[str] = typer.Option(None),
+    progress: bool = typer.Option(True),
+):
+    """Evaluate one schedule on a suite and append its records."""
+    from jsbench.evaluate import discard_partial, evaluate, resolve_schedule
+    from jsbench.results import append_records, make_records
+    from jsbench.suites import load_suite
+
+    bb = _backbone(backbone, model, device)
+    s = load_suite(suite, bb)
+    source = resolve_schedule(schedule, bb, steps)
+    run = evaluate(bb, s, source, seeds_per_prompt=seeds, split=split, progress=progress, out=out)
+    records = make_records(bb, s, source, run)
+    append_records(out, records)
+    discard_partial(out)
+    table = RichTable(title=f"{suite} · {bb.name} · {source.label} · {source.steps} steps")
+    for col in ("task", "metric", "value", "stderr", "images"):
+        table.add_column(col)
+    for r in records:
+        table.add_row(r.task, r.metric, f"{r.value:.3f}", f"{r.stderr:.3f}", str(r.n_images))
+    console.print(table)
+
+
+@app.command()
+def compare(
+    suite: str = typer.Option("geneval", help="Suite to compare on."),
+    backbone: str = typer.Option("analytic", help="Backbone name."),
+    model: Optional[str] = typer.Option(None, help="Hub id or local folder of the backbone's weights."),
+    steps: List[int] = typer.Option([3, 5], help="Step budgets (repeat the option for several)."),
+    seeds: int = typer.Option(16, help="Images (seeds) per prompt."),
+    policies: Path = typer.Option(Path("policies"), help="Folder of shipped policies (policies/<backbone>/<name>/)."),
+    records: Path = typer.Option(Path("results/records.jsonl"), help="Records file to append to."),
+    leaderboards: Path = typer.Option(Path("leaderboards"), help="Where <suite>.md and <suite>.csv are written."),
+    schedule: List[str] = typer.Option([], help="Extra schedule rows, e.g. --schedule shift:3 --schedule uniform."),
+    check: bool = typer.Option(False, help="Do not write the leaderboard; fail if any method regressed against the committed one."),
+    tolerance: float = typer.Option(2.0, help="With --check: allowed drop, in committed standard errors."),
+    device: Optional[str] = typer.Option(None),
+    progress: bool = typer.Option(True),
+):
+    """Evaluate default, shipped policies and the ceiling; write leaderboards/<suite>.md|csv (or --check them)."""
+    from jsbench.compare import run_compare
+    from jsbench.suites import load_suite
+
+    bb = _backbone(backbone, model, device)
+    s = load_suite(suite, bb)
+    cmd = "jsbench compare --suite {} --backbone {} {}".format(suite, backbone, " ".join(f"--steps {n}" for n in steps))
+    result = run_compare(
+        bb, s, list(steps), policies_dir=policies, records_path=records, leaderboard_dir=leaderboards, seeds=seeds,
+        check=check, tolerance=tolerance, extra_schedules=list(schedule), progress=progress, command=cmd,
+        log=lambda msg: console.print(msg, style="dim"),
+    )
+    for t in result.tables:
+        table = RichTable(title=f"{suite} · {t.backbone} · {t.steps} steps")
+        for col in ["method", "steps", *t.tasks, "overall", "Δ vs default"]:
+            table.add_column(col)
+        for row in t.rows:
+            delta = "–" if row["delta"] is None else f"{row['delta']:+.3f} ± {row['delta_stderr']:.3f}"
+            table.add_row(row["method"], str(row["steps"]), *[f"{row[k]:.3f}" for k in t.tasks], f"{row['overall']:.3f} ± {row['stderr']:.3f}", delta)
+        console.print(table)
+    if check:
+        if result.compared == 0:
+            raise JsbenchError("--check compared nothing: no committed row matches this backbone and these step budgets")
+        if result.regressions:
+            table = RichTable(title="regressions", style="red")
+            for col in ("backbone", "steps", "method", "committed", "now", "allowed drop"):
+                table.add_column(col)
+            for r in result.regressions:
+                table.add_row(r.backbone, str(r.steps), r.method, f"{r.committed:.3f} ± {r.committed_stderr:.3f}", f"{r.fresh:.3f}", f"{r.allowed_drop:.3f}")
+            console.print(table)
+            raise JsbenchError(f"{len(result.regressions)} method(s) regressed against the committed leaderboard")
+        console.print(f"[green]no regressions[/] ({result.compared} committed rows checked)")
+    else:
+        for path in result.written:
+            console.print(f"wrote {path}")
+
+
+@app.command()
+def prompts(
+    suite: str = typer.Option("geneval", help="Suite."),
+    backbone: str = typer.Option("analytic"),
+    split: str = typer.Option("test", help="test, train or all."),
+):
+    """Print a suite's prompts (task<TAB>prompt)."""
+    from jsbench.suites import load_suite
+
+    s = load_suite(suite, _backbone(backbone, None, None))
+    for it in s.items(split):
+        typer.echo(f"{it.task}\t{it.prompt}")
+
+
+@policies_app.command("list")
+def policies_list(root: Path = typer.Option(Path("policies"), help="Folder to search.")):
+    """Every policy under ROOT with its backbone, steps, kind and baseline."""
+    from jsbench.policy import read_manifest
+
+    table = RichTable()
+    for col in ("path", "backbone", "steps", "kind", "baseline", "reward", "checksum"):
+        table.add_column(col)
+    for manifest in sorted(root.rglob("manifest.json")):
+        m = read_manifest(manifest.parent)
+        table.add_row(str(manifest.parent), m.get("backbone", "?"), str(m.get("steps")), m.get("kind", "?"), m.get("baseline", "–"), m.get("reward", "–"), (m.get("checksum") or "")[:12])
+    console.print(table)
+
+
+@policies_app.command("show")
+def policies_show(path: Path = typer.Argument(..., help="Policy folder.")):
+    """A policy's manifest, verified against its weights."""
+    import json
+
+    from jsbench.policy import load_policy
+
+    _, manifest = load_policy(path)
+    console.print_json(json.dumps(manifest))
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=True)
+    except JsbenchError as exc:
+        err.print(f"[red]error:[/] {exc}", highlight=False)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""Evaluation: a suite's prompts x seeds, one schedule source, batched sampling, per-image scores.
+
+Schedule sources (`--schedule`):
+  default          the backbone's own default schedule
+  policy:PATH      a trained policy (instance-level or global), its deterministic Dirichlet-mean schedule
+  uniform          uniform flow-time steps;  shift:S  the SD3/Flux shift S applied to them
+  ceiling          the default schedule at `CEILING_STEPS` steps (the many-step teacher analogue)
+Per-image scores of an interrupted run are kept in a side file and skipped on rerun, so an evaluation
+killed part-way loses nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from jsbench import JsbenchError
+from jsbench.schedule import check_sigmas, shifted_sigmas, uniform_sigmas
+
+CEILING_STEPS = 200
+EVAL_SEED_BASE = 0
+
+
+class EvalError(JsbenchError):
+    pass
+
+
+@dataclass
+class ScheduleSource:
+    spec: str
+    label: str
+    steps: int
+    make: Callable[[torch.Tensor, object], torch.Tensor] = field(repr=False)
+    checksum: str | None = None
+    manifest: dict | None = None
+
+
+def method_label(manifest: dict) -> str:
+    """How a policy appears in a leaderboard: 'global', 'js', 'rloo', 'js (prompt-only)', ..."""
+    if manifest.get("label"):
+        return manifest["label"]
+    if manifest.get("kind") == "global":
+        return "global"
+    label = manifest.get("baseline", "policy")
+    return label + " (prompt-only)" if manifest.get("kind") == "prompt" else label
+
+
+def resolve_schedule(spec: str, backbone, steps: int) -> ScheduleSource:
+    kind, _, arg = spec.partition(":")
+    if kind == "default":
+        return ScheduleSource(spec, "default", steps, lambda x, c: backbone.default_sigmas(steps, x))
+    if kind == "ceiling":
+        n = int(arg) if arg else CEILING_STEPS
+        return ScheduleSource(spec, f"ceiling ({n} steps)", n, lambda x, c: backbone.default_sigmas(n, x))
+    if kind == "uniform":
+        return ScheduleSource(spec, "uniform", steps, lambda x, c: uniform_sigmas(steps, x.shape[0], x.dtype, x.device))
+    if kind == "shift":
+        try:
+            s = float(arg)
+        except ValueError:
+            raise EvalError(f"bad schedule {spec!r}: shift needs a number, e.g. shift:3") from None
+        return ScheduleSource(spec, f"shift {s:g}", steps, lambda x, c: shifted_sigmas(steps, s, x.shape[0], x.dtype, x.device))
+    if kind in ("policy", "global"):
+        if not arg:
+            raise EvalError(f"bad schedule {spec!r}: give a path, e.g. policy:policies/analytic/js-n5")
+        from jsbench.policy import load_policy
+
+        policy, manifest = load_policy(arg, backbone=backbone, steps=steps)
+
+        def make(x, c, policy=policy):
+            return policy.mean_sigmas(x, c.pooled).to(x.dtype)
+
+        return ScheduleSource(spec, method_label(manifest), steps, make, manifest.get("checksum"), manifest)
+    raise EvalError(f"unknown schedule {spec!r}: use default, ceiling, uniform, shift:S or policy:PATH")
+
+
+@dataclass
+class EvalRun:
+    """Per-image scores of one (backbone, suite, schedule, steps) evaluation."""
+
+    items: list
+    seeds: list[int]
+    scores: list[dict]  # aligned with [(item, seed) for item in items for seed in seeds]
+
+    def rows(self):
+        return [(it, s) for it in self.items for s in self.seeds]
+
+
+def _partial_path(out: Path | None, key: str) -> Path | None:
+    if out is None:
+        return None
+    return out.parent / f".{out.name}.{key}.partial.jsonl"
+
+
+def evaluate(
+    backbone,
+    suite,
+    source: ScheduleSource,
+    seeds_per_prompt: int = 16,
+    split: str = "test",
+    batch_size: int = 512,
+    progress: bool = True,
+    out: Path | None = None,
+    seed_base: int = EVAL_SEED_BASE,
+    items: list | None = None,
+) -> EvalRun:
+    items = items if items is not None else suite.items(split)
+    if not items:
+        raise EvalError(f"suite {suite.name} has no {split} prompts")
+    if seeds_per_prompt < 1:
+        raise EvalError(f"--seeds must be at least 1, got {seeds_per_prompt}")
+    seeds = list(range(seed_base, seed_base + seeds_per_prompt))
+    rows = [(it, s) for it in items for s in seeds]
+    key = hashlib.sha256(json.dumps([backbone.name, backbone.model_id, suite.name, source.spec, source.steps, source.checksum, split, seeds]).encode()).hexdigest()[:16]
+    partial = _partial_path(out, key)
+    done: dict[tuple[str, int], dict] = {}
+    if partial is not None and partial.exists():
+        for line in partial.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+                done[(rec["prompt"], rec["seed"])] = rec["scores"]
+            except (json.JSONDecodeError, KeyError):
+                continue  # the line the kill cut short is simply redone
+    todo = [r for r in rows if (r[0].prompt, r[1]) not in done]
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = [TextColumn(f"[bold]eval {suite.name} · {source.label}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
+    with Progress(*columns, disable=not progress, transient=True) as bar:
+        task = bar.add_task("eval", total=len(rows), completed=len(rows) - len(todo))
+        for start in range(0, len(todo), batch_size):
+            chunk = todo[start : start + batch_size]
+            prompts = [it.prompt for it, _ in chunk]
+            cond = backbone.encode(prompts)
+            x_T = backbone.initial_noise([s for _, s in chunk])
+            sigmas = source.make(x_T, cond)
+            check_sigmas(sigmas)  # a zero step can never reach the sampler
+            images = backbone.sample(x_T, cond, sigmas)
+            scores = suite.score(images, [it for it, _ in chunk])
+            lines = []
+            for (it, s), sc in zip(chunk, scores):
+                done[(it.prompt, s)] = sc
+                lines.append(json.dumps({"prompt": it.prompt, "seed": s, "scores": sc}) + "\n")
+            if partial is not None:
+                append_lines(partial, lines)
+            bar.update(task, advance=len(chunk))
+    run = EvalRun(items=items, seeds=seeds, scores=[done[(it.prompt, s)] for it, s in rows])
+    return run
+
+
+def discard_partial(out: Path | None) -> None:
+    """Remove the side files once the records they fed are safely written."""
+    if out is None:
+        return
+    for p in out.parent.glob(f".{out.name}.*.partial.jsonl"):
+        p.unlink(missing_ok=True)
+
+
+def append_lines(path: Path, lines: list[str]) -> None:
+    """Append whole lines with one O_APPEND write + fsync: concurrent writers never interleave them."""
+    data = "".join(lines).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)

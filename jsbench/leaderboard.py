@@ -1,0 +1,196 @@
+"""Leaderboards: Markdown and CSV tables rendered from records, and the regression check CI runs.
+
+One table per (backbone, model, steps): a row per method, per-task columns, the overall score with
+its standard error, and the paired difference to the default schedule. A cross-budget table puts
+the overall score of each method at every step budget side by side.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from jsbench.results import Record, latest
+
+METHOD_ORDER = ["default", "uniform", "global", "js", "js (prompt-only)", "rloo", "xctx", "none"]
+
+
+def _method_rank(method: str) -> tuple:
+    if method in METHOD_ORDER:
+        return (0, METHOD_ORDER.index(method), method)
+    if method.startswith("shift"):
+        return (0, 1.5, method)
+    if method.startswith("ceiling"):
+        return (2, 0, method)
+    return (1, 0, method)  # distilled samplers and anything else, between learned rows and the ceiling
+
+
+def _fmt(value: float | None, stderr: float | None = None, signed: bool = False) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "–"
+    text = f"{value:+.3f}" if signed else f"{value:.3f}"
+    if stderr is not None and not (isinstance(stderr, float) and math.isnan(stderr)):
+        text += f" ± {stderr:.3f}"
+    return text
+
+
+@dataclass
+class Table:
+    backbone: str
+    model_id: str
+    steps: int
+    tasks: list[str]
+    rows: list[dict]  # method, steps, per-task values, overall, stderr, delta, delta_stderr, n_images
+
+
+def build_tables(records: list[Record], suite: str, metric: str) -> list[Table]:
+    recs = [r for r in latest(records) if r.suite == suite and r.metric == metric]
+    ceilings = [r for r in recs if r.method.startswith("ceiling")]
+    budgets = sorted({(r.backbone, r.model_id, r.steps) for r in recs if not r.method.startswith("ceiling")})
+    tables = []
+    for backbone, model_id, steps in budgets:
+        here = [r for r in recs if r.backbone == backbone and r.model_id == model_id and r.steps == steps and not r.method.startswith("ceiling")]
+        here += [r for r in ceilings if r.backbone == backbone and r.model_id == model_id]
+        tasks = list(dict.fromkeys(r.task for r in here if r.task != "overall"))
+        rows = []
+        for method in sorted({r.method for r in here}, key=_method_rank):
+            by_task = {r.task: r for r in here if r.method == method}
+            overall = by_task.get("overall")
+            if overall is None:
+                continue
+            rows.append(
+                {
+                    "method": method,
+                    "steps": overall.steps,
+                    **{t: by_task[t].value if t in by_task else None for t in tasks},
+                    "overall": overall.value,
+                    "stderr": overall.stderr,
+                    "delta": overall.delta_vs_default,
+                    "delta_stderr": overall.delta_stderr,
+                    "n_images": overall.n_images,
+                }
+            )
+        tables.append(Table(backbone, model_id, steps, tasks, rows))
+    return tables
+
+
+def render_markdown(tables: list[Table], suite: str, metric: str, command: str, extra: str = "") -> str:
+    out = [f"# {suite} leaderboard", "", f"Metric: `{metric}` (overall = mean of the task means). Regenerate: `{command}`.", ""]
+    for t in tables:
+        out += [f"## {t.backbone} · {t.model_id} · {t.steps} steps", ""]
+        header = ["method", "steps", *t.tasks, "overall", "Δ vs default"]
+        out.append("| " + " | ".join(header) + " |")
+        out.append("|" + "|".join(["---"] * len(header)) + "|")
+        for row in t.rows:
+            cells = [row["method"], str(row["steps"]), *[_fmt(row[k]) for k in t.tasks], _fmt(row["overall"], row["stderr"]), _fmt(row["delta"], row["delta_stderr"], signed=True)]
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    cross = cross_budget(tables)
+    if cross:
+        out += cross
+    if extra:
+        out += [extra, ""]
+    return "\n".join(out)
+
+
+def cross_budget(tables: list[Table]) -> list[str]:
+    """Overall score of each method at each step budget (one table per backbone), like the paper's."""
+    out = []
+    for backbone, model_id in dict.fromkeys((t.backbone, t.model_id) for t in tables):
+        mine = sorted((t for t in tables if (t.backbone, t.model_id) == (backbone, model_id)), key=lambda t: t.steps)
+        if len(mine) < 2:
+            continue
+        methods = sorted({r["method"] for t in mine for r in t.rows}, key=_method_rank)
+        out += [f"## {backbone} · {model_id} · across step budgets", ""]
+        out.append("| method | " + " | ".join(f"{t.steps} steps" for t in mine) + " |")
+        out.append("|---|" + "|".join("---" for _ in mine) + "|")
+        for m in methods:
+            cells = []
+            for t in mine:
+                row = next((r for r in t.rows if r["method"] == m), None)
+                cells.append(_fmt(row["overall"], row["stderr"]) if row else "–")
+            out.append(f"| {m} | " + " | ".join(cells) + " |")
+        out.append("")
+    return out
+
+
+CSV_FIELDS = ["backbone", "model_id", "steps", "method", "task", "value", "stderr", "delta", "delta_stderr", "n_images"]
+
+
+def render_csv(tables: list[Table]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_FIELDS)
+    for t in tables:
+        for row in t.rows:
+            for task in [*t.tasks, "overall"]:
+                value = row["overall"] if task == "overall" else row[task]
+                writer.writerow(
+                    [t.backbone, t.model_id, row["steps"], row["method"], task, _num(value),
+                     _num(row["stderr"]) if task == "overall" else "", _num(row["delta"]) if task == "overall" else "",
+                     _num(row["delta_stderr"]) if task == "overall" else "", row["n_images"]]
+                )
+    return buf.getvalue()
+
+
+def _num(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    return f"{v:.6f}"
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with open(tmp, "w") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def read_committed(path: str | Path) -> list[dict]:
+    path = Path(path)
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@dataclass
+class Regression:
+    backbone: str
+    steps: int
+    method: str
+    committed: float
+    committed_stderr: float
+    fresh: float
+    allowed_drop: float
+
+
+def check_regressions(committed: list[dict], fresh: list[Table], tolerance: float = 2.0) -> tuple[list[Regression], int]:
+    """Each committed overall row vs the fresh one: a regression when fresh < committed - tol * stderr.
+
+    Returns the regressions and how many committed rows were compared (a row with no fresh
+    counterpart is not compared; the caller decides whether that is an error)."""
+    fresh_rows = {(t.backbone, t.model_id, str(r["steps"]), r["method"]): r for t in fresh for r in t.rows}
+    regressions, compared = [], 0
+    for row in committed:
+        if row["task"] != "overall":
+            continue
+        key = (row["backbone"], row["model_id"], row["steps"], row["method"])
+        if key not in fresh_rows:
+            continue
+        compared += 1
+        value = float(row["value"])
+        stderr = float(row["stderr"]) if row["stderr"] else 0.0
+        allowed = tolerance * stderr
+        now = fresh_rows[key]["overall"]
+        if now < value - allowed:
+            regressions.append(Regression(row["backbone"], int(row["steps"]), row["method"], value, stderr, now, allowed))
+    return regressions, compared

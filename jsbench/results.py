@@ -1,0 +1,134 @@
+"""Result records: one JSON line per (backbone, model, steps, schedule, suite, task, metric).
+
+Records are appended, never rewritten, with one O_APPEND write per evaluation, so concurrent
+writers and kills never leave a partial line behind a complete one. Readers take the newest record
+for each key.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from jsbench import JsbenchError, __version__
+from jsbench.evaluate import EvalRun, ScheduleSource, append_lines
+from jsbench.suites.base import mean_stderr
+
+KEY_FIELDS = ("backbone", "model_id", "steps", "method", "suite", "task", "metric")
+
+
+@dataclass
+class Record:
+    backbone: str
+    model_id: str
+    steps: int
+    method: str
+    schedule: str
+    suite: str
+    task: str
+    metric: str
+    value: float
+    stderr: float
+    n_images: int
+    n_prompts: int
+    seeds: list[int]
+    policy_checksum: str | None
+    jsbench_version: str
+    git_commit: str | None
+    created: float
+    delta_vs_default: float | None = None
+    delta_stderr: float | None = None
+
+    def key(self) -> tuple:
+        return tuple(getattr(self, f) for f in KEY_FIELDS)
+
+
+def git_commit() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, timeout=5, cwd=Path(__file__).parent)
+        return out.stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def make_records(backbone, suite, source: ScheduleSource, run: EvalRun, reference: EvalRun | None = None) -> list[Record]:
+    """Aggregate a run into records; with a reference run (the default schedule on the same prompts and
+    seeds) each record also carries the paired difference to it and that difference's stderr."""
+    rows = run.rows()
+    items = [it for it, _ in rows]
+    metrics = suite.aggregate(run.scores, items)
+    deltas = {}
+    if reference is not None:
+        if [(it.prompt, s) for it, s in reference.rows()] != [(it.prompt, s) for it, s in rows]:
+            raise JsbenchError("paired comparison needs the same prompts and seeds")
+        diff_scores = [
+            {k: a[k] - b[k] for k in a if k in b} for a, b in zip(run.scores, reference.scores)
+        ]
+        for m in suite.aggregate(diff_scores, items):
+            deltas[(m.task, m.metric)] = (m.value, m.stderr)
+    commit, now = git_commit(), time.time()
+    out = []
+    for m in metrics:
+        d = deltas.get((m.task, m.metric), (None, None))
+        out.append(
+            Record(
+                backbone=backbone.name,
+                model_id=backbone.model_id,
+                steps=source.steps,
+                method=source.label,
+                schedule=source.spec,
+                suite=suite.name,
+                task=m.task,
+                metric=m.metric,
+                value=m.value,
+                stderr=m.stderr,
+                n_images=m.n_images,
+                n_prompts=m.n_prompts,
+                seeds=run.seeds,
+                policy_checksum=source.checksum,
+                jsbench_version=__version__,
+                git_commit=commit,
+                created=now,
+                delta_vs_default=d[0],
+                delta_stderr=d[1],
+            )
+        )
+    return out
+
+
+def append_records(path: str | Path, records: list[Record]) -> None:
+    append_lines(Path(path), [json.dumps(_clean(asdict(r)), sort_keys=True) + "\n" for r in records])
+
+
+def _clean(d: dict) -> dict:
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in d.items()}
+
+
+def read_records(path: str | Path) -> list[Record]:
+    """All complete records, newest last; a line cut short by a crash is skipped."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            data = json.loads(line)
+            out.append(Record(**{k: (float("nan") if v is None and k in ("value", "stderr") else v) for k, v in data.items()}))
+        except (json.JSONDecodeError, TypeError):
+            continue
+    return out
+
+
+def latest(records: list[Record]) -> list[Record]:
+    newest: dict[tuple, Record] = {}
+    for r in records:
+        if r.key() not in newest or r.created >= newest[r.key()].created:
+            newest[r.key()] = r
+    return list(newest.values())
+
+
+__all__ = ["Record", "make_records", "append_records", "read_records", "latest", "mean_stderr"]

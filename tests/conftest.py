@@ -1,0 +1,23 @@
+import sys
+
+import pytest
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch, tmp_path):
+    """Run the real `jsbench` entry point in-process: returns (exit code, stdout, stderr)."""
+    from jsbench.cli import main
+
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args: str):
+        monkeypatch.setattr(sys, "argv", ["jsbench", *map(str, args)])
+        code = 0
+        try:
+            main()
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run

@@ -1,0 +1,98 @@
+import json
+
+import pytest
+import torch
+
+from jsbench.policy import load_policy
+from jsbench.train import TrainConfig, Trainer, read_log
+
+
+def _config(**kw):
+    base = dict(steps=3, iters=6, contexts=4, samples=2, baseline="js", checkpoint_every=2, seed=3)
+    base.update(kw)
+    return TrainConfig(**base)
+
+
+def _strip(log):
+    return [{k: v for k, v in rec.items() if k != "seconds"} for rec in log]
+
+
+def test_training_writes_policy_log_and_checkpoint(tmp_path):
+    trainer = Trainer(_config(), tmp_path / "run")
+    trainer.train(progress=False)
+    path = trainer.save_policy()
+    log = read_log(path / "train_log.jsonl")
+    assert [r["iteration"] for r in log] == list(range(6))
+    assert all(0.0 <= r["reward"] <= 1.0 and r["shrinkage"] is not None for r in log)
+    policy, manifest = load_policy(path)
+    assert manifest["baseline"] == "js" and manifest["reward"] == "geneval" and manifest["train"]["seed"] == 3
+    assert (path / "checkpoint.pt").exists()
+
+
+class Crash(Exception):
+    pass
+
+
+def test_resume_after_a_crash_ends_exactly_like_an_uninterrupted_run(tmp_path):
+    full = Trainer(_config(), tmp_path / "full")
+    full.train(progress=False)
+
+    def crash_after_3(record):  # three updates done, the last checkpoint holds two
+        if record["iteration"] == 2:
+            raise Crash
+
+    crashed = Trainer(_config(), tmp_path / "crashed")
+    with pytest.raises(Crash):
+        crashed.train(progress=False, on_update=crash_after_3)
+    resumed = Trainer(_config(), tmp_path / "crashed")
+    resumed.resume()
+    assert resumed.iteration == 2  # the last checkpoint
+    resumed.train(progress=False)
+    for a, b in zip(full.policy.state_dict().values(), resumed.policy.state_dict().values()):
+        assert torch.equal(a, b)
+    assert _strip(read_log(tmp_path / "full" / "train_log.jsonl")) == _strip(read_log(tmp_path / "crashed" / "train_log.jsonl"))
+
+
+def test_same_seed_same_numbers_other_seed_other_numbers(tmp_path):
+    runs = []
+    for name, seed in [("a", 1), ("b", 1), ("c", 2)]:
+        t = Trainer(_config(iters=3, seed=seed), tmp_path / name)
+        t.train(progress=False)
+        runs.append(_strip(read_log(tmp_path / name / "train_log.jsonl")))
+    assert runs[0] == runs[1]
+    assert runs[0] != runs[2]
+
+
+def test_non_finite_reward_skips_the_update_and_names_the_prompt(tmp_path):
+    trainer = Trainer(_config(iters=1), tmp_path / "nan")
+    before = {k: v.clone() for k, v in trainer.policy.state_dict().items()}
+    real = trainer.reward
+
+    def poisoned(images, prompts):
+        r = real(images, prompts)
+        r[0] = float("nan")
+        return r
+
+    trainer.reward = poisoned
+    record = trainer.step(0)
+    assert "skipped" in record and "non-finite reward for prompt" in record["skipped"]
+    assert trainer.contexts_for(0)[0][0] in record["skipped"]
+    for k, v in trainer.policy.state_dict().items():
+        assert torch.equal(v, before[k])
+
+
+@pytest.mark.slow
+def test_training_improves_on_the_default_schedule(tmp_path):
+    """A global policy at 3 steps, trained briefly, beats the default schedule on held-out prompts."""
+    from jsbench.evaluate import evaluate, resolve_schedule
+    from jsbench.suites import load_suite
+
+    trainer = Trainer(_config(policy="global", iters=40, contexts=16, samples=4, lr=0.05), tmp_path / "g")
+    trainer.train(progress=False)
+    path = trainer.save_policy()
+    suite = load_suite("geneval", trainer.backbone)
+    items = suite.items("test")[::2]
+    default = evaluate(trainer.backbone, suite, resolve_schedule("default", trainer.backbone, 3), 4, items=items, progress=False)
+    learned = evaluate(trainer.backbone, suite, resolve_schedule(f"policy:{path}", trainer.backbone, 3), 4, items=items, progress=False)
+    mean = lambda run: sum(s["correct"] for s in run.scores) / len(run.scores)
+    assert mean(learned) > mean(default) + 0.05, (mean(learned), mean(default))
