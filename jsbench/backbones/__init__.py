@@ -18,6 +18,13 @@ _FACTORIES: dict[str, Callable[..., Backbone]] = {}
 # name -> module that registers it; imported lazily so `analytic` never pays for diffusers.
 _MODULES = {
     "analytic": "jsbench.backbones.analytic",
+    # real backbones (issue 3): diffusers pipelines' parts, weights from a local folder or the HF cache
+    "sdxl": "jsbench.backbones.sdxl",
+    "sd35": "jsbench.backbones.sd35",
+    "sd35-medium": "jsbench.backbones.sd35",
+    "sd35-large": "jsbench.backbones.sd35",
+    "flux-dev": "jsbench.backbones.flux",
+    "flux-schnell": "jsbench.backbones.flux",
 }
 
 

@@ -1,0 +1,428 @@
+"""Shared machinery of the real (diffusers) backbones: loading, noise, the flow-matching Euler loop.
+
+Why our own loop rather than calling the pipeline: a diffusers pipeline runs ONE schedule for its whole
+batch (the scheduler object holds it). The networks underneath do not care: the UNet and the MMDiT
+transformers take a timestep per sample. So the adapters use the pipeline's components directly
+(`pipe.unet` / `pipe.transformer`, `pipe.vae`, `pipe.encode_prompt`, the scheduler's *config*) and run one
+batched loop in which row b follows `sigmas[b]`. Everything else copies the pipeline's arithmetic step by
+step (dtype casts included), which is what lets the parity tests demand agreement to float round-off.
+
+Loading never downloads: weights come from a local folder or the Hugging Face cache. A missing model
+raises `BackboneWeightsMissing` with one line naming the id and the command that fetches it. (Set
+`JSBENCH_ALLOW_DOWNLOAD=1` to let diffusers fetch instead; `HF_HUB_OFFLINE=1` always wins.)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from jsbench import JsbenchError
+from jsbench.backbones.base import Condition
+from jsbench.schedule import ScheduleError, check_sigmas, shift_sigmas
+
+__all__ = [
+    "BackboneWeightsMissing",
+    "BackboneLoadError",
+    "default_device",
+    "default_dtype",
+    "load_pipeline",
+    "DiffusersBackbone",
+    "FlowMatchBackbone",
+]
+
+
+class BackboneWeightsMissing(JsbenchError):
+    """The weights of a real backbone are neither in a local folder nor in the Hugging Face cache."""
+
+
+class BackboneLoadError(JsbenchError):
+    """Weights were found but are not the pipeline this backbone needs."""
+
+
+_TRUE = {"1", "true", "yes", "on"}
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in _TRUE
+
+
+def default_device(device: str | torch.device | None) -> torch.device:
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def default_dtype(device: torch.device) -> torch.dtype:
+    """bf16 on CUDA (what these models are served in), fp32 elsewhere (CPU bf16 is slow and inexact)."""
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def _fetch_hint(model_id: str) -> str:
+    return f"fetch them with `hf download {model_id}` (or `huggingface-cli download {model_id}`; gated models need `hf auth login` first), or pass --model /path/to/pipeline"
+
+
+def _is_hub_id(model: str) -> bool:
+    """Hub ids are "owner/name"; anything else that is not an existing folder is a path that is missing."""
+    return not model.startswith((".", "/", "~")) and model.count("/") == 1 and "\\" not in model
+
+
+def load_pipeline(
+    pipeline_cls, model: str, *, backbone: str, device: torch.device, dtype: torch.dtype, default_id: str | None = None
+):
+    """`pipeline_cls.from_pretrained(model)` from a local folder or the HF cache, never from the network.
+
+    `model` is a hub id ("owner/name", looked up in the cache) or a folder written by `save_pretrained`.
+    Returns (pipeline on `device` in `dtype`, sampling defaults read from an optional `jsbench.json`).
+    """
+    path = Path(model).expanduser()
+    offline = _env_flag("HF_HUB_OFFLINE") or _env_flag("TRANSFORMERS_OFFLINE")
+    allow_download = _env_flag("JSBENCH_ALLOW_DOWNLOAD") and not offline
+    extras: dict[str, Any] = {}
+    if path.is_dir():
+        index = path / "model_index.json"
+        if not index.is_file():
+            raise BackboneWeightsMissing(f"{backbone}: {path} is not a diffusers pipeline folder (no model_index.json)")
+        source = str(path)
+        class_name = json.loads(index.read_text()).get("_class_name")
+        if (path / "jsbench.json").is_file():
+            extras = json.loads((path / "jsbench.json").read_text())
+    else:
+        if not _is_hub_id(model):
+            raise BackboneWeightsMissing(f"{backbone}: no pipeline folder at {model}")
+        source = model
+        class_name = None
+        if not allow_download:
+            cached = _cached_file(model, "model_index.json")
+            if cached is None:
+                raise BackboneWeightsMissing(
+                    f"{backbone}: weights for {model} are not in the Hugging Face cache ({_hub_cache()}); {_fetch_hint(model)}"
+                )
+            class_name = json.loads(Path(cached).read_text()).get("_class_name")
+    if class_name is not None and class_name != pipeline_cls.__name__:
+        raise BackboneLoadError(f"{backbone}: {model} holds a {class_name}, not the {pipeline_cls.__name__} this backbone runs")
+    try:
+        pipe = pipeline_cls.from_pretrained(source, **{_dtype_kwarg(): dtype}, local_files_only=not allow_download)
+    except (OSError, ValueError, EnvironmentError) as exc:  # incomplete cache, missing component files, ...
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        if path.is_dir():
+            hint = f"re-create it with `hf download {default_id or '<hub id>'} --local-dir {path}`"
+        else:
+            hint = _fetch_hint(model)
+        raise BackboneWeightsMissing(f"{backbone}: could not load {model} ({first[:160]}); {hint}") from exc
+    pipe.set_progress_bar_config(disable=True)
+    # Without `accelerate`, diffusers 0.42 leaves some models (SD3's transformer) wholly in the checkpoint's
+    # dtype although asked for another. Cast a module only when *none* of its floating parameters has the
+    # requested dtype: a partly-cast module is mixed precision on purpose (e.g. T5's fp32 `wo` in fp16).
+    for module in pipe.components.values():
+        if isinstance(module, torch.nn.Module):
+            floats = [p.dtype for p in module.parameters() if p.is_floating_point()]
+            if floats and dtype not in floats:
+                with _quiet_diffusers():  # its "should be kept in float32: []" warning says nothing here
+                    module.to(dtype=dtype)
+    pipe.to(device)
+    return pipe, extras
+
+
+class _quiet_diffusers:
+    def __enter__(self):
+        from diffusers.utils import logging as dlog
+
+        self._level = dlog.get_verbosity()
+        dlog.set_verbosity_error()
+
+    def __exit__(self, *exc):
+        from diffusers.utils import logging as dlog
+
+        dlog.set_verbosity(self._level)
+        return False
+
+
+def _dtype_kwarg() -> str:
+    """diffusers renamed from_pretrained's `torch_dtype` to `dtype` (0.36+); use whichever it takes."""
+    try:
+        from diffusers.utils.deprecation_utils import _resolve_dtype  # noqa: F401
+
+        return "dtype"
+    except ImportError:
+        return "torch_dtype"
+
+
+def _hub_cache() -> str:
+    try:
+        from huggingface_hub import constants
+
+        return str(constants.HF_HUB_CACHE)
+    except Exception:  # pragma: no cover
+        return "~/.cache/huggingface/hub"
+
+
+def _cached_file(repo_id: str, filename: str) -> str | None:
+    """Path of `filename` of `repo_id` in the HF cache, or None; touches no network."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+    except ImportError:  # pragma: no cover
+        return None
+    try:
+        hit = try_to_load_from_cache(repo_id, filename)
+    except Exception:  # invalid repo id and the like
+        return None
+    return hit if isinstance(hit, str) else None
+
+
+def seeded_normal(seeds: Sequence[int], shape: Sequence[int], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """[B, *shape] on CPU, row b drawn in `dtype` from its own `torch.Generator().manual_seed(seeds[b])`.
+
+    The same draw as a pipeline given `generator=[torch.Generator().manual_seed(s) for s in seeds]`
+    (diffusers' `randn_tensor` draws a list of generators one row at a time, on the generators' CPU, in
+    the latents' dtype), independent of batch composition and of the device the backbone runs on.
+    """
+    rows = [torch.randn((1, *shape), generator=torch.Generator().manual_seed(int(s)), dtype=dtype) for s in seeds]
+    return torch.cat(rows, dim=0)
+
+
+def mul_as_scheduler(rows: torch.Tensor, t: torch.Tensor, scalar_first: bool = True) -> torch.Tensor:
+    """`rows * t` computed the way a scheduler's `sigma * t` (or `t * sigma`) is, sigma a 0-dim float32 CPU tensor.
+
+    Schedulers keep their sigmas on the CPU in float32 and multiply model-dtype tensors by one entry at a
+    time. Torch does not promote for a 0-dim operand, so the product has t's dtype, and how the scalar
+    enters depends on the device and on the operand order: on CUDA a CPU scalar is read in full
+    precision (one rounding of the product); on a CPU tensor only a scalar in *second* position is
+    (`t * sigma`), while a first-position scalar (`sigma * t`) is first rounded to t's dtype. We hold a
+    sigma per row ([B, 1, ...] float32), which *would* promote, so the rules are reproduced explicitly.
+    In float32 they all give the same product.
+    """
+    if t.dtype == torch.float32:
+        return rows * t
+    if t.device.type == "cpu" and scalar_first:
+        return rows.to(t.dtype) * t
+    return (rows * t.to(torch.float32)).to(t.dtype)
+
+
+def div_as_scheduler(t: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    """`t / rows` as a scheduler's `t / sigma` (sigma a 0-dim float32 CPU tensor) is computed.
+
+    CUDA divides by a CPU scalar as a multiplication by its float32 reciprocal (any dtype); the CPU
+    kernel divides in float32 and rounds once to t's dtype.
+    """
+    if t.device.type == "cuda":
+        return (t.to(torch.float32) * (1.0 / rows)).to(t.dtype)
+    if t.dtype == torch.float32:
+        return t / rows
+    return (t.to(torch.float32) / rows).to(t.dtype)
+
+
+class DiffusersBackbone:
+    """What every diffusers-backed adapter shares. Subclasses set the class attributes and the hooks.
+
+    Attributes a user may change after loading: `height`, `width` (pixels), `guidance_scale`.
+    """
+
+    name: str = ""
+    default_model_id: str = ""
+    pipeline_class_name: str = ""
+    default_steps: int = 28
+    max_steps: int = 1000
+    default_guidance: float = 1.0
+
+    def __init__(self, model: str | None = None, device: str | torch.device | None = None, dtype: torch.dtype | None = None):
+        import diffusers
+
+        self.device = default_device(device)
+        self.dtype = dtype or default_dtype(self.device)
+        self.model_id = model or self.default_model_id
+        pipeline_cls = getattr(diffusers, self.pipeline_class_name)
+        self.pipe, extras = load_pipeline(
+            pipeline_cls, self.model_id, backbone=self.name, device=self.device, dtype=self.dtype,
+            default_id=self.default_model_id,
+        )
+        self.vae = self.pipe.vae
+        self.vae_scale_factor = 2 ** (len(self.vae.config.block_out_channels) - 1)
+        h, w = self._default_resolution()
+        self.height = int(extras.get("height", h))
+        self.width = int(extras.get("width", w))
+        self.max_sequence_length = int(extras.get("max_sequence_length", getattr(self, "max_sequence_length", 0)))
+        self.guidance_scale = float(extras.get("guidance_scale", self.default_guidance))
+        for module in self._networks():
+            module.requires_grad_(False)
+            module.eval()
+
+    # ---- hooks --------------------------------------------------------------------------------------
+    def _default_resolution(self) -> tuple[int, int]:
+        raise NotImplementedError
+
+    def _networks(self) -> list[torch.nn.Module]:
+        return [m for m in self.pipe.components.values() if isinstance(m, torch.nn.Module)]
+
+    def net_parameters(self):
+        """Every parameter of every network of the pipeline (text encoders, denoiser, VAE)."""
+        for module in self._networks():
+            yield from module.parameters()
+
+    @property
+    def latent_channels(self) -> int:
+        return int(self.vae.config.latent_channels)
+
+    def _noise_shape(self) -> tuple[int, int, int]:
+        """The pipeline's unpacked latent shape [C, h, w] at the current resolution."""
+        return (self.latent_channels, self.height // self.vae_scale_factor, self.width // self.vae_scale_factor)
+
+    def _to_layout(self, latents: torch.Tensor) -> torch.Tensor:
+        """[B, C, h, w] -> the layout the sampler integrates (identity except for Flux's packing)."""
+        return latents
+
+    # ---- protocol -----------------------------------------------------------------------------------
+    @property
+    def latent_shape(self) -> tuple[int, ...]:
+        return tuple(self._to_layout(torch.empty((1, *self._noise_shape()), device="meta")).shape[1:])
+
+    def initial_noise(self, seeds: Sequence[int]) -> torch.Tensor:
+        """[B, *latent_shape] standard normal, one CPU generator per seed (see `seeded_normal`)."""
+        x = seeded_normal(seeds, self._noise_shape(), self.dtype)
+        return self._to_layout(x).to(self.device)
+
+    @torch.no_grad()
+    def sample(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:
+        return self.decode(self.sample_latents(x_T, cond, sigmas))
+
+    def _check_batch(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:
+        if x_T.shape[0] != len(cond) or sigmas.shape[0] != x_T.shape[0]:
+            raise ScheduleError(
+                f"batch mismatch: x_T has {x_T.shape[0]} rows, condition {len(cond)}, sigmas {sigmas.shape[0]}"
+            )
+        if tuple(x_T.shape[1:]) != self.latent_shape:
+            raise ScheduleError(f"x_T rows have shape {tuple(x_T.shape[1:])}, {self.name} expects {self.latent_shape}")
+        sigmas = sigmas.to(self.device, torch.float32)
+        check_sigmas(sigmas)
+        steps = sigmas.shape[1] - 1
+        if steps > self.max_steps:
+            raise ScheduleError(f"{self.name} accepts at most {self.max_steps} steps, got {steps}")
+        return sigmas
+
+    @staticmethod
+    def _postprocess(image: torch.Tensor) -> torch.Tensor:
+        """VaeImageProcessor.postprocess(output_type="pt"): [-1, 1] -> [0, 1], as float32 for the rewards."""
+        return (image * 0.5 + 0.5).clamp(0, 1).float()
+
+
+def _scheduler_shift(config, mu: float | None) -> float:
+    """The factor s of FlowMatchEulerDiscreteScheduler's shift, written as t' = s / (s + (1/t - 1)).
+
+    Static shift: s = `shift`. Dynamic (Flux-Dev, resolution dependent): s = exp(mu) for the
+    "exponential" type, s = mu for "linear". All three are `schedule.shift_sigmas(t, s)`.
+    """
+    if config.get("use_dynamic_shifting", False):
+        if mu is None:
+            raise ValueError("dynamic shifting needs mu")
+        return math.exp(mu) if config.get("time_shift_type", "exponential") == "exponential" else float(mu)
+    return float(config.get("shift", 1.0))
+
+
+def calculate_shift(image_seq_len: int, base_seq_len=256, max_seq_len=4096, base_shift=0.5, max_shift=1.15) -> float:
+    """diffusers' `calculate_shift` (Flux/SD3): mu linear in the number of image tokens."""
+    m = (max_shift - base_shift) / (max_seq_len - base_seq_len)
+    b = base_shift - m * base_seq_len
+    return image_seq_len * m + b
+
+
+class FlowMatchBackbone(DiffusersBackbone):
+    """Flow-matching backbones (SD3.5, Flux): x_t = (1 - t) x_0 + t eps, Euler on the predicted velocity.
+
+    The clock the policy speaks is the flow time the transformer is actually evaluated at: the
+    scheduler's sigmas *after* its shift (SD3's static shift 3, Flux-Dev's resolution-dependent mu).
+    `default_sigmas` therefore returns the shifted schedule the pipeline runs, and `sample` runs the
+    given sigmas as they are: no shift is applied on top. (A diffusers pipeline given `sigmas=` would
+    shift them again; `pipeline_sigmas` undoes that for anyone who wants the pipeline to run ours.)
+    """
+
+    max_sequence_length = 512
+
+    def _image_seq_len(self, x_T: torch.Tensor | None = None) -> int:
+        raise NotImplementedError
+
+    def _mu(self) -> float | None:
+        cfg = self.pipe.scheduler.config
+        if not cfg.get("use_dynamic_shifting", False):
+            return None
+        return calculate_shift(
+            self._image_seq_len(),
+            cfg.get("base_image_seq_len", 256),
+            cfg.get("max_image_seq_len", 4096),
+            cfg.get("base_shift", 0.5),
+            cfg.get("max_shift", self._default_max_shift),
+        )
+
+    _default_max_shift = 1.15
+
+    def _fresh_scheduler(self):
+        from diffusers import FlowMatchEulerDiscreteScheduler
+
+        return FlowMatchEulerDiscreteScheduler.from_config(self.pipe.scheduler.config)
+
+    def _set_default_timesteps(self, scheduler, steps: int, mu: float | None) -> None:
+        """Exactly what the pipeline's __call__ does to its scheduler for `num_inference_steps=steps`."""
+        raise NotImplementedError
+
+    def default_sigmas(self, steps: int, x_T: torch.Tensor) -> torch.Tensor:
+        """[B, N+1] float32: the sigmas the pipeline itself runs for N steps (shift/mu applied), ending at 0.
+
+        x_T only sets the batch size: the shift depends on the backbone's resolution (`height`, `width`).
+
+        Read off a fresh scheduler built from the pipeline's scheduler config and set up the way the
+        pipeline's __call__ sets it up, so config details (shift, dynamic shifting, terminal stretch)
+        are reproduced rather than re-derived.
+        """
+        if not isinstance(steps, int) or not 1 <= steps <= self.max_steps:
+            raise ScheduleError(f"{self.name}: steps must be an integer in [1, {self.max_steps}], got {steps!r}")
+        scheduler = self._fresh_scheduler()
+        self._set_default_timesteps(scheduler, steps, self._mu())
+        row = scheduler.sigmas.to(torch.float32).clone()
+        if row.shape[0] != steps + 1 or abs(row[0].item() - 1.0) > 1e-6 or row[-1].item() != 0.0:
+            raise ScheduleError(f"{self.name}: the pipeline's default schedule does not run from 1 to 0: {row.tolist()}")
+        row[0] = 1.0
+        return row.to(self.device).expand(x_T.shape[0], -1).clone()
+
+    def pipeline_sigmas(self, sigmas_row: torch.Tensor) -> list[float]:
+        """The `sigmas=` to hand the diffusers pipeline so that, after its shift, it runs `sigmas_row`.
+
+        The scheduler maps t -> s / (s + (1/t - 1)); its inverse is the same map with 1/s. Only the N
+        non-terminal sigmas are passed (the scheduler appends 0).
+        """
+        cfg = self.pipe.scheduler.config
+        if cfg.get("shift_terminal") or cfg.get("use_karras_sigmas") or cfg.get("use_exponential_sigmas") or cfg.get("use_beta_sigmas"):
+            raise ScheduleError(f"{self.name}: this scheduler config re-maps custom sigmas in a way that cannot be undone")
+        s = _scheduler_shift(cfg, self._mu())
+        row = sigmas_row.to(torch.float64)[:-1]
+        return shift_sigmas(row, 1.0 / s).tolist()
+
+    # ---- the loop -----------------------------------------------------------------------------------
+    def _prepare(self, x: torch.Tensor, cond: Condition) -> dict:
+        """Per-call constants of the loop (position ids, guidance tensors), built once, not per step."""
+        return {}
+
+    def _velocity(self, x: torch.Tensor, sigma_t: torch.Tensor, cond: Condition, ctx: dict) -> torch.Tensor:
+        """The model's velocity at flow time sigma_t[b] for every row (guidance included)."""
+        raise NotImplementedError
+
+    @torch.no_grad()
+    def sample_latents(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:
+        """Euler from sigmas[:, 0] = 1 to sigmas[:, N] = 0, one network call per step for the whole batch.
+
+        Mirrors FlowMatchEulerDiscreteScheduler.step: the state is upcast to float32, the step
+        dt * v is formed as the scheduler forms it (`mul_as_scheduler`), and the result is cast back.
+        """
+        sigmas = self._check_batch(x_T, cond, sigmas)
+        x = x_T.to(self.device, self.dtype)
+        B = x.shape[0]
+        view = (B,) + (1,) * (x.dim() - 1)
+        ctx = self._prepare(x, cond)
+        for i in range(sigmas.shape[1] - 1):
+            v = self._velocity(x, sigmas[:, i], cond, ctx)
+            dt = (sigmas[:, i + 1] - sigmas[:, i]).view(view)
+            x = (x.to(torch.float32) + mul_as_scheduler(dt, v)).to(v.dtype)
+        return x

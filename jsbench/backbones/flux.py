@@ -1,0 +1,143 @@
+"""`flux-dev` and `flux-schnell`: FLUX.1 behind the Backbone protocol, on diffusers' FluxPipeline parts.
+
+Clock: the policy speaks flow time, the sigma the transformer is evaluated at (it receives t = sigma and
+scales it by 1000 inside). Flux-Dev's default schedule is the uniform grid linspace(1, 1/N, N) pushed
+through the resolution-dependent shift t -> e^mu / (e^mu + 1/t - 1), mu = calculate_shift(image tokens);
+`default_sigmas` returns that shifted schedule, and `sample` runs whatever sigmas it is given unshifted.
+Schnell's scheduler has no shift, so its default is the plain uniform grid (4 steps).
+
+Guidance: Flux-Dev is guidance-distilled: the guidance scale (3.5, the pipeline's default) enters as an
+embedding, one forward per step, no CFG batch. Schnell has no guidance input at all.
+
+Latents are the pipeline's packed layout: [S, 4C] tokens (2x2 latent patches), S = (H/16)(W/16).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from jsbench.backbones import register
+from jsbench.backbones._diffusers import FlowMatchBackbone
+from jsbench.backbones.base import Condition
+
+__all__ = ["FluxBackbone", "FluxDevBackbone", "FluxSchnellBackbone"]
+
+
+class FluxBackbone(FlowMatchBackbone):
+    pipeline_class_name = "FluxPipeline"
+    max_sequence_length = 512
+
+    def _default_resolution(self) -> tuple[int, int]:
+        side = int(getattr(self.pipe, "default_sample_size", 128)) * self.vae_scale_factor
+        return side, side
+
+    @property
+    def pooled_dim(self) -> int:
+        return int(self.pipe.text_encoder.config.hidden_size)  # CLIP's pooled output
+
+    @property
+    def latent_channels(self) -> int:
+        return int(self.pipe.transformer.config.in_channels) // 4
+
+    def _noise_shape(self) -> tuple[int, int, int]:
+        # the pipeline's prepare_latents: sizes rounded to whole 2x2 patches
+        f = self.vae_scale_factor * 2
+        return (self.latent_channels, 2 * (self.height // f), 2 * (self.width // f))
+
+    def _to_layout(self, latents: torch.Tensor) -> torch.Tensor:
+        b, c, h, w = latents.shape
+        return self.pipe._pack_latents(latents, b, c, h, w)
+
+    def _image_seq_len(self, x_T: torch.Tensor | None = None) -> int:
+        _, h, w = self._noise_shape()
+        return (h // 2) * (w // 2)
+
+    def _set_default_timesteps(self, scheduler, steps: int, mu: float | None) -> None:
+        # FluxPipeline.__call__: sigmas = linspace(1, 1/N, N) handed to the scheduler, which shifts them
+        sigmas = np.linspace(1.0, 1 / steps, steps)
+        if scheduler.config.get("use_flow_sigmas", False):
+            scheduler.set_timesteps(steps, mu=mu)
+        else:
+            scheduler.set_timesteps(sigmas=sigmas, mu=mu)
+
+    @torch.no_grad()
+    def encode(self, prompts: Sequence[str]) -> Condition:
+        """CLIP pooled + T5 sequence through the pipeline's own `encode_prompt`; the policy reads CLIP's pooled."""
+        prompts = list(prompts)
+        prompt_embeds, pooled, _text_ids = self.pipe.encode_prompt(
+            prompt=prompts, prompt_2=None, device=self.device, num_images_per_prompt=1,
+            max_sequence_length=self.max_sequence_length,
+        )
+        return Condition(
+            prompts=prompts,
+            pooled=pooled.detach().float(),
+            tensors={"prompt_embeds": prompt_embeds, "pooled_prompt_embeds": pooled},
+        )
+
+    def _prepare(self, x: torch.Tensor, cond: Condition) -> dict:
+        """Rotary position ids (text: zeros; image: the 2x2-patch grid) and the guidance embedding input."""
+        pe = cond.tensors["prompt_embeds"]
+        te = self.pipe.text_encoder
+        text_ids = torch.zeros(pe.shape[1], 3, device=self.device, dtype=te.dtype if te is not None else self.dtype)
+        _, h, w = self._noise_shape()
+        img_ids = self.pipe._prepare_latent_image_ids(x.shape[0], h // 2, w // 2, self.device, pe.dtype)
+        guidance = None
+        if self.pipe.transformer.config.guidance_embeds:
+            guidance = torch.full([1], self.guidance_scale, device=self.device, dtype=torch.float32).expand(x.shape[0])
+        return {"txt_ids": text_ids, "img_ids": img_ids, "guidance": guidance}
+
+    def _velocity(self, x: torch.Tensor, sigma_t: torch.Tensor, cond: Condition, ctx: dict) -> torch.Tensor:
+        # the pipeline's timestep: scheduler.timesteps = sigmas * 1000, cast to the latents' dtype, / 1000
+        timestep = (sigma_t * 1000).to(x.dtype) / 1000
+        return self.pipe.transformer(
+            hidden_states=x,
+            timestep=timestep,
+            guidance=ctx["guidance"],
+            pooled_projections=cond.tensors["pooled_prompt_embeds"],
+            encoder_hidden_states=cond.tensors["prompt_embeds"],
+            txt_ids=ctx["txt_ids"],
+            img_ids=ctx["img_ids"],
+            joint_attention_kwargs={},
+            return_dict=False,
+        )[0]
+
+    @torch.no_grad()
+    def decode(self, latents: torch.Tensor) -> torch.Tensor:
+        vae = self.pipe.vae
+        lat = self.pipe._unpack_latents(latents, self.height, self.width, self.vae_scale_factor)
+        lat = (lat / vae.config.scaling_factor) + vae.config.shift_factor
+        image = vae.decode(lat, return_dict=False)[0]
+        return self._postprocess(image)
+
+
+class FluxDevBackbone(FluxBackbone):
+    """FLUX.1-dev: 28 steps and guidance 3.5 (the pipeline's defaults), T5 length 512."""
+
+    name = "flux-dev"
+    default_model_id = "black-forest-labs/FLUX.1-dev"
+    default_steps = 28
+    default_guidance = 3.5
+    max_sequence_length = 512
+
+
+class FluxSchnellBackbone(FluxBackbone):
+    """FLUX.1-schnell, the timestep-distilled sampler: 4 steps, no guidance, T5 length 256 (model card)."""
+
+    name = "flux-schnell"
+    default_model_id = "black-forest-labs/FLUX.1-schnell"
+    default_steps = 4
+    default_guidance = 0.0
+    max_sequence_length = 256
+
+
+@register("flux-dev")
+def _flux_dev(model: str | None = None, device: str | None = None) -> FluxDevBackbone:
+    return FluxDevBackbone(model=model, device=device)
+
+
+@register("flux-schnell")
+def _flux_schnell(model: str | None = None, device: str | None = None) -> FluxSchnellBackbone:
+    return FluxSchnellBackbone(model=model, device=device)

@@ -1,0 +1,136 @@
+"""`sd35` (SD3.5 Medium, the default), `sd35-medium`, `sd35-large`: StableDiffusion3Pipeline's parts.
+
+Clock: the policy speaks flow time, the sigma the MMDiT is evaluated at (timestep = 1000 * sigma).
+SD3.5's scheduler applies a static shift of 3 to its grid; `default_sigmas` returns the schedule *after*
+that shift, exactly as the pipeline builds it (note it is not shift(linspace(1, 1/N, N)): the pipeline
+spaces timesteps between the scheduler's already-shifted sigma_max and sigma_min, then shifts again),
+and `sample` runs the sigmas it is given without shifting them.
+
+Guidance: classifier-free guidance at the pipeline's default scale 7.0 with the pipeline's default
+negative prompt (none given -> the empty string ""), batched as [uncond; cond] like the pipeline.
+The policy reads the pooled text embedding: both CLIP pooled outputs concatenated ([B, 2048]).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from jsbench.backbones import register
+from jsbench.backbones._diffusers import FlowMatchBackbone
+from jsbench.backbones.base import Condition
+from jsbench.schedule import ScheduleError
+
+__all__ = ["SD35Backbone", "SD35LargeBackbone"]
+
+
+class SD35Backbone(FlowMatchBackbone):
+    name = "sd35"
+    default_model_id = "stabilityai/stable-diffusion-3.5-medium"
+    pipeline_class_name = "StableDiffusion3Pipeline"
+    default_steps = 28
+    default_guidance = 7.0
+    max_sequence_length = 256
+    _default_max_shift = 1.16  # SD3's fallback in calculate_shift (Flux's is 1.15)
+
+    def _default_resolution(self) -> tuple[int, int]:
+        side = int(self.pipe.transformer.config.sample_size) * self.vae_scale_factor
+        return side, side
+
+    @property
+    def pooled_dim(self) -> int:
+        return int(self.pipe.text_encoder.config.projection_dim + self.pipe.text_encoder_2.config.projection_dim)
+
+    @property
+    def latent_channels(self) -> int:
+        return int(self.pipe.transformer.config.in_channels)
+
+    def _image_seq_len(self, x_T: torch.Tensor | None = None) -> int:
+        _, h, w = self._noise_shape()
+        p = self.pipe.transformer.config.patch_size
+        return (h // p) * (w // p)
+
+    def _set_default_timesteps(self, scheduler, steps: int, mu: float | None) -> None:
+        if scheduler.config.get("use_dynamic_shifting", False):
+            scheduler.set_timesteps(steps, mu=mu)
+        else:
+            scheduler.set_timesteps(steps)
+
+    @property
+    def do_cfg(self) -> bool:
+        return self.guidance_scale > 1
+
+    @torch.no_grad()
+    def encode(self, prompts: Sequence[str]) -> Condition:
+        prompts = list(prompts)
+        pe, npe, pooled, npooled = self.pipe.encode_prompt(
+            prompt=prompts, prompt_2=None, prompt_3=None, device=self.device, num_images_per_prompt=1,
+            do_classifier_free_guidance=self.do_cfg, max_sequence_length=self.max_sequence_length,
+        )
+        tensors = {"prompt_embeds": pe, "pooled_prompt_embeds": pooled}
+        if self.do_cfg:
+            tensors.update(negative_prompt_embeds=npe, negative_pooled_prompt_embeds=npooled)
+        return Condition(prompts=prompts, pooled=pooled.detach().float(), tensors=tensors)
+
+    def _prepare(self, x: torch.Tensor, cond: Condition) -> dict:
+        t = cond.tensors
+        if self.do_cfg:
+            if "negative_prompt_embeds" not in t:
+                raise ScheduleError(f"{self.name}: guidance {self.guidance_scale} needs a condition encoded with guidance on")
+            return {
+                "embeds": torch.cat([t["negative_prompt_embeds"], t["prompt_embeds"]], dim=0),
+                "pooled": torch.cat([t["negative_pooled_prompt_embeds"], t["pooled_prompt_embeds"]], dim=0),
+            }
+        return {"embeds": t["prompt_embeds"], "pooled": t["pooled_prompt_embeds"]}
+
+    def _velocity(self, x: torch.Tensor, sigma_t: torch.Tensor, cond: Condition, ctx: dict) -> torch.Tensor:
+        timestep = sigma_t * 1000  # float32, as the pipeline passes scheduler.timesteps (no dtype cast)
+        if self.do_cfg:
+            x = torch.cat([x, x], dim=0)
+            timestep = torch.cat([timestep, timestep], dim=0)
+        out = self.pipe.transformer(
+            hidden_states=x,
+            timestep=timestep,
+            encoder_hidden_states=ctx["embeds"],
+            pooled_projections=ctx["pooled"],
+            joint_attention_kwargs=None,
+            return_dict=False,
+        )[0]
+        if self.do_cfg:
+            uncond, text = out.chunk(2)
+            out = uncond + self.guidance_scale * (text - uncond)
+        return out
+
+    @torch.no_grad()
+    def decode(self, latents: torch.Tensor) -> torch.Tensor:
+        vae = self.pipe.vae
+        lat = (latents / vae.config.scaling_factor) + vae.config.shift_factor
+        image = vae.decode(lat, return_dict=False)[0]
+        return self._postprocess(image)
+
+
+class SD35LargeBackbone(SD35Backbone):
+    """SD3.5 Large: same pipeline and adapter, bigger MMDiT."""
+
+    name = "sd35-large"
+    default_model_id = "stabilityai/stable-diffusion-3.5-large"
+
+
+class SD35MediumBackbone(SD35Backbone):
+    name = "sd35-medium"
+
+
+@register("sd35")
+def _sd35(model: str | None = None, device: str | None = None) -> SD35Backbone:
+    return SD35Backbone(model=model, device=device)
+
+
+@register("sd35-medium")
+def _sd35_medium(model: str | None = None, device: str | None = None) -> SD35Backbone:
+    return SD35MediumBackbone(model=model, device=device)
+
+
+@register("sd35-large")
+def _sd35_large(model: str | None = None, device: str | None = None) -> SD35Backbone:
+    return SD35LargeBackbone(model=model, device=device)

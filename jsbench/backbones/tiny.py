@@ -1,0 +1,281 @@
+"""Tiny random-weight diffusers pipelines, built from config, for tests, benchmarks and smoke checks.
+
+Why this exists: the real backbones (SD-XL, SD3.5, Flux) cannot be downloaded where jsbench is built
+and tested, yet every line of their adapters must run. These builders make pipelines with the *real*
+pipeline classes and the *real* component classes (UNet2DConditionModel, SD3Transformer2DModel,
+FluxTransformer2DModel, AutoencoderKL, CLIPTextModel(WithProjection), T5EncoderModel, the real
+schedulers with the real models' scheduler configs), only a few thousand parameters wide. Tokenizers
+are built in memory (a byte-level BPE vocabulary for CLIP, a small Unigram vocabulary for T5) because
+the hub's tiny test tokenizers are not reachable. Each pipeline is written with `save_pretrained` so
+tests load it back through exactly the path users take (`load_backbone(name, model=DIR)`).
+
+A `jsbench.json` next to `model_index.json` records the resolution to sample at (and the T5 length),
+since the pipelines' own defaults (1024 px, 512 T5 tokens) would make a tiny model slow for no reason.
+
+Run `python -m jsbench.backbones.tiny OUT_DIR` to write all four under OUT_DIR/<backbone name>.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+__all__ = ["TINY_KINDS", "build_tiny_pipeline", "save_tiny_pipeline", "save_all_tiny"]
+
+TINY_KINDS = ("sdxl", "sd35", "flux-dev", "flux-schnell")
+
+#: resolution and T5 length the tiny pipelines are sampled at (written to jsbench.json)
+TINY_SAMPLING = {
+    "sdxl": {"height": 32, "width": 32},
+    "sd35": {"height": 32, "width": 32, "max_sequence_length": 64},
+    "flux-dev": {"height": 32, "width": 32, "max_sequence_length": 64},
+    "flux-schnell": {"height": 32, "width": 32, "max_sequence_length": 64},
+}
+
+_WORDS = (
+    "a an the of on in with and red green blue yellow white black cat dog car tree house sign "
+    "says hello world photo painting two three small large left right above below next to"
+).split()
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2/CLIP's reversible byte -> printable-unicode table (what tokenizers' ByteLevel emits)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, (chr(c) for c in cs)))
+
+
+def tiny_clip_tokenizer(model_max_length: int = 77):
+    """A CLIP BPE tokenizer whose vocabulary is every byte symbol, alone and word-final, plus a few merges.
+
+    Every string tokenizes (no unknown tokens); ids stay below 600 so a 1000-word text model covers them.
+    """
+    from transformers import CLIPTokenizer
+
+    vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
+    for ch in _bytes_to_unicode().values():
+        vocab.setdefault(ch, len(vocab))
+        vocab.setdefault(ch + "</w>", len(vocab))
+    merges = []
+    # a few real merges so words are not all single characters (exercises the BPE path)
+    for a, b in [("t", "h"), ("th", "e</w>"), ("c", "a"), ("ca", "t</w>"), ("r", "e"), ("re", "d</w>")]:
+        merges.append((a, b))
+        vocab.setdefault(a + b, len(vocab))
+    return CLIPTokenizer(vocab=vocab, merges=merges, model_max_length=model_max_length)
+
+
+def tiny_t5_tokenizer(model_max_length: int = 512):
+    """A T5 Unigram tokenizer over single letters, digits and a few whole words (ids < 200)."""
+    from transformers import T5Tokenizer
+
+    vocab = [("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), ("▁", -2.0)]
+    for w in _WORDS:
+        vocab.append(("▁" + w, -3.0))
+    for ch in "abcdefghijklmnopqrstuvwxyz0123456789.,!?'":
+        vocab.append((ch, -5.0))
+        vocab.append(("▁" + ch, -5.5))
+    return T5Tokenizer(vocab=vocab, extra_ids=0, model_max_length=model_max_length)
+
+
+def _clip_config(hidden: int = 32, projection: int = 32, layers: int = 2):
+    from transformers import CLIPTextConfig
+
+    return CLIPTextConfig(
+        bos_token_id=0,
+        eos_token_id=1,  # != 2: pooled output found at the first eos, the modern CLIP code path
+        pad_token_id=1,
+        hidden_size=hidden,
+        intermediate_size=37,
+        layer_norm_eps=1e-5,
+        num_attention_heads=4,
+        num_hidden_layers=layers,
+        vocab_size=1000,
+        hidden_act="gelu",
+        projection_dim=projection,
+        max_position_embeddings=77,
+    )
+
+
+def _t5(d_model: int = 32):
+    from transformers import T5Config, T5EncoderModel
+
+    cfg = T5Config(
+        vocab_size=256,
+        d_model=d_model,
+        d_kv=8,
+        d_ff=37,
+        num_layers=2,
+        num_heads=4,
+        relative_attention_num_buckets=8,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+        eos_token_id=1,
+    )
+    return T5EncoderModel(cfg)
+
+
+def _vae(latent_channels: int, shift_factor: float | None, scaling_factor: float):
+    """Two blocks: a vae_scale_factor of 2, so pixel/latent sizes differ as they do for real."""
+    from diffusers import AutoencoderKL
+
+    return AutoencoderKL(
+        in_channels=3,
+        out_channels=3,
+        down_block_types=("DownEncoderBlock2D", "DownEncoderBlock2D"),
+        up_block_types=("UpDecoderBlock2D", "UpDecoderBlock2D"),
+        block_out_channels=(8, 8),
+        layers_per_block=1,
+        latent_channels=latent_channels,
+        norm_num_groups=4,
+        sample_size=32,
+        shift_factor=shift_factor,
+        scaling_factor=scaling_factor,
+        use_quant_conv=shift_factor is None,  # SD-XL's VAE has quant convs, SD3/Flux's do not
+        use_post_quant_conv=shift_factor is None,
+    )
+
+
+def build_tiny_pipeline(kind: str, seed: int = 0):
+    """A random-weight pipeline of the real class for backbone `kind` (one of TINY_KINDS)."""
+    import diffusers
+
+    torch.manual_seed(seed)
+    if kind == "sdxl":
+        from transformers import CLIPTextModel, CLIPTextModelWithProjection
+
+        unet = diffusers.UNet2DConditionModel(
+            block_out_channels=(8, 16),
+            layers_per_block=1,
+            sample_size=16,  # x vae_scale_factor 2 = the pipeline's default 32 px
+            in_channels=4,
+            out_channels=4,
+            down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+            up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+            attention_head_dim=(2, 4),
+            use_linear_projection=True,
+            addition_embed_type="text_time",
+            addition_time_embed_dim=8,
+            transformer_layers_per_block=(1, 1),
+            projection_class_embeddings_input_dim=6 * 8 + 32,
+            cross_attention_dim=64,
+            norm_num_groups=4,
+        )
+        # the real SD-XL base scheduler config (leading spacing, offset 1, scaled-linear betas)
+        scheduler = diffusers.EulerDiscreteScheduler(
+            beta_start=0.00085,
+            beta_end=0.012,
+            beta_schedule="scaled_linear",
+            steps_offset=1,
+            timestep_spacing="leading",
+            interpolation_type="linear",
+            prediction_type="epsilon",
+            num_train_timesteps=1000,
+        )
+        return diffusers.StableDiffusionXLPipeline(
+            vae=_vae(4, None, 0.13025),
+            text_encoder=CLIPTextModel(_clip_config()),
+            text_encoder_2=CLIPTextModelWithProjection(_clip_config()),
+            tokenizer=tiny_clip_tokenizer(),
+            tokenizer_2=tiny_clip_tokenizer(),
+            unet=unet,
+            scheduler=scheduler,
+            add_watermarker=False,
+        )
+    if kind == "sd35":
+        from transformers import CLIPTextModelWithProjection
+
+        transformer = diffusers.SD3Transformer2DModel(
+            sample_size=16,
+            patch_size=2,
+            in_channels=4,
+            num_layers=2,
+            attention_head_dim=8,
+            num_attention_heads=2,
+            caption_projection_dim=16,
+            joint_attention_dim=64,  # = T5 width, so CLIP's 32+32 features pad (not crop) to it
+            pooled_projection_dim=64,
+            out_channels=4,
+            pos_embed_max_size=16,
+        )
+        # SD3.5's scheduler config: static shift 3
+        scheduler = diffusers.FlowMatchEulerDiscreteScheduler(num_train_timesteps=1000, shift=3.0)
+        return diffusers.StableDiffusion3Pipeline(
+            transformer=transformer,
+            scheduler=scheduler,
+            vae=_vae(4, 0.0609, 1.5305),
+            text_encoder=CLIPTextModelWithProjection(_clip_config(projection=32)),
+            tokenizer=tiny_clip_tokenizer(),
+            text_encoder_2=CLIPTextModelWithProjection(_clip_config(projection=32)),
+            tokenizer_2=tiny_clip_tokenizer(),
+            text_encoder_3=_t5(64),
+            tokenizer_3=tiny_t5_tokenizer(),
+        )
+    if kind in ("flux-dev", "flux-schnell"):
+        from transformers import CLIPTextModel
+
+        dev = kind == "flux-dev"
+        transformer = diffusers.FluxTransformer2DModel(
+            patch_size=1,
+            in_channels=16,  # 4 latent channels packed 2x2
+            num_layers=1,
+            num_single_layers=1,
+            attention_head_dim=16,
+            num_attention_heads=2,
+            joint_attention_dim=32,
+            pooled_projection_dim=32,
+            guidance_embeds=dev,
+            axes_dims_rope=(4, 6, 6),
+        )
+        if dev:  # FLUX.1-dev's scheduler config: resolution-dependent (dynamic) shift
+            scheduler = diffusers.FlowMatchEulerDiscreteScheduler(
+                num_train_timesteps=1000,
+                shift=3.0,
+                use_dynamic_shifting=True,
+                base_shift=0.5,
+                max_shift=1.15,
+                base_image_seq_len=256,
+                max_image_seq_len=4096,
+            )
+        else:  # FLUX.1-schnell's: no shift at all
+            scheduler = diffusers.FlowMatchEulerDiscreteScheduler(
+                num_train_timesteps=1000, shift=1.0, use_dynamic_shifting=False
+            )
+        return diffusers.FluxPipeline(
+            scheduler=scheduler,
+            vae=_vae(4, 0.1159, 0.3611),
+            text_encoder=CLIPTextModel(_clip_config(projection=32)),
+            tokenizer=tiny_clip_tokenizer(),
+            text_encoder_2=_t5(32),
+            tokenizer_2=tiny_t5_tokenizer(),
+            transformer=transformer,
+        )
+    raise ValueError(f"no tiny pipeline for {kind!r}; choose one of {TINY_KINDS}")
+
+
+def save_tiny_pipeline(kind: str, path: str | Path, seed: int = 0) -> Path:
+    """Build, `save_pretrained` (safetensors) and write jsbench.json; returns the folder."""
+    path = Path(path)
+    pipe = build_tiny_pipeline(kind, seed=seed)
+    pipe.save_pretrained(path, safe_serialization=True)
+    (path / "jsbench.json").write_text(json.dumps({"tiny": kind, **TINY_SAMPLING[kind]}, indent=1))
+    return path
+
+
+def save_all_tiny(root: str | Path, kinds=TINY_KINDS) -> dict[str, Path]:
+    root = Path(root)
+    return {k: save_tiny_pipeline(k, root / k) for k in kinds}
+
+
+if __name__ == "__main__":  # pragma: no cover
+    out = sys.argv[1] if len(sys.argv) > 1 else "tiny-pipelines"
+    for kind, p in save_all_tiny(out).items():
+        print(f"{kind}: {p}")
