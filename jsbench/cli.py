@@ -26,6 +26,8 @@ app = typer.Typer(
 )
 policies_app = typer.Typer(no_args_is_help=True, help="List and inspect trained schedule policies.")
 app.add_typer(policies_app, name="policies")
+schedules_app = typer.Typer(no_args_is_help=True, help="Look at schedules: plot default vs learned schedules.")
+app.add_typer(schedules_app, name="schedules")
 console = Console()
 err = Console(stderr=True)
 
@@ -125,7 +127,9 @@ def compare(
     records: Path = typer.Option(Path("results/records.jsonl"), help="Records file to append to."),
     leaderboards: Path = typer.Option(Path("leaderboards"), help="Where <suite>.md and <suite>.csv are written."),
     schedule: List[str] = typer.Option([], help="Extra schedule rows, e.g. --schedule shift:3 --schedule uniform."),
+    distilled: List[str] = typer.Option([], help="Distilled sampler rows at their own default budget: NAME or NAME=MODEL, e.g. --distilled flux-schnell."),
     check: bool = typer.Option(False, help="Do not write the leaderboard; fail if any method regressed against the committed one."),
+    plots: bool = typer.Option(True, help="Write schedule, image-grid and training-curve figures beside the tables."),
     tolerance: float = typer.Option(2.0, help="With --check: allowed drop, in committed standard errors."),
     device: Optional[str] = typer.Option(None),
     progress: bool = typer.Option(True),
@@ -136,10 +140,11 @@ def compare(
 
     bb = _backbone(backbone, model, device)
     s = load_suite(suite, bb)
+    others = [_backbone(name, other_model or None, device) for name, _, other_model in (d.partition("=") for d in distilled)]
     cmd = "jsbench compare --suite {} --backbone {} {}".format(suite, backbone, " ".join(f"--steps {n}" for n in steps))
     result = run_compare(
         bb, s, list(steps), policies_dir=policies, records_path=records, leaderboard_dir=leaderboards, seeds=seeds,
-        check=check, tolerance=tolerance, extra_schedules=list(schedule), progress=progress, command=cmd,
+        check=check, tolerance=tolerance, extra_schedules=list(schedule), distilled=others, plots=plots, progress=progress, command=cmd,
         log=lambda msg: console.print(msg, style="dim"),
     )
     for t in result.tables:
@@ -179,6 +184,33 @@ def prompts(
     s = load_suite(suite, _backbone(backbone, None, None))
     for it in s.items(split):
         typer.echo(f"{it.task}\t{it.prompt}")
+
+
+@schedules_app.command("plot")
+def schedules_plot(
+    schedule: List[str] = typer.Option(["default"], help="Schedule sources to plot (default, policy:PATH, shift:S, ...); repeat."),
+    suite: str = typer.Option("geneval", help="Suite whose held-out prompts are plotted (one per task)."),
+    backbone: str = typer.Option("analytic"),
+    model: Optional[str] = typer.Option(None),
+    steps: int = typer.Option(5),
+    seeds: int = typer.Option(4, help="Seeds per prompt for the spread panel."),
+    out: Path = typer.Option(Path("figures"), help="Output folder for schedules.png and images.png."),
+    device: Optional[str] = typer.Option(None),
+):
+    """Plot schedules (per prompt, and their spread over prompts x seeds) and an image grid per source."""
+    from jsbench.evaluate import resolve_schedule
+    from jsbench.plots import plot_image_grid, plot_schedules
+    from jsbench.suites import load_suite
+
+    bb = _backbone(backbone, model, device)
+    s = load_suite(suite, bb)
+    sources = [resolve_schedule(spec, bb, steps) for spec in schedule]
+    prompts = list({it.task: it.prompt for it in s.items("test")}.values())[:6]
+    for path in (
+        plot_schedules(bb, sources, prompts, list(range(seeds)), out / "schedules.png"),
+        plot_image_grid(bb, sources, prompts, 0, out / "images.png"),
+    ):
+        console.print(f"wrote {path}")
 
 
 @policies_app.command("list")

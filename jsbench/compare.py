@@ -43,6 +43,8 @@ def run_compare(
     check: bool = False,
     tolerance: float = 2.0,
     extra_schedules: list[str] = (),
+    distilled: list = (),
+    plots: bool = True,
     progress: bool = True,
     command: str = "jsbench compare",
     log=print,
@@ -51,6 +53,7 @@ def run_compare(
     if check and not committed:
         raise JsbenchError(f"--check needs a committed leaderboard at {leaderboard_dir / (suite.name + '.csv')}")
     ceiling_done = False
+    plotted: dict[int, list] = {}
     for steps in steps_list:
         specs = ["default", *extra_schedules] + [f"policy:{p}" for p in shipped_policies(policies_dir, backbone.name, steps)]
         if not ceiling_done:
@@ -59,6 +62,7 @@ def run_compare(
         reference = None
         for spec in specs:
             source = resolve_schedule(spec, backbone, steps)
+            plotted.setdefault(steps, []).append(source)
             run = evaluate(backbone, suite, source, seeds_per_prompt=seeds, progress=progress, out=records_path)
             if spec == "default":
                 reference = run
@@ -66,6 +70,18 @@ def run_compare(
             append_records(records_path, make_records(backbone, suite, source, run, reference=paired))
             discard_partial(records_path)
             log(f"  {source.label:<22} {steps if source.steps == steps else source.steps:>4} steps  done")
+        for other in distilled:
+            # a distilled sampler runs at its own default budget, on the same prompts and seeds, and is
+            # filed as a row of this backbone's table at this budget, so it sits beside the learned rows
+            own = int(getattr(other, "default_steps", steps))
+            source = resolve_schedule("default", other, own)
+            source.label = f"{other.name} ({own} steps, distilled)"
+            source.steps = steps
+            run = evaluate(other, suite, source, seeds_per_prompt=seeds, progress=progress, out=records_path)
+            records = make_records(backbone, suite, source, run, reference=reference)
+            append_records(records_path, records)
+            discard_partial(records_path)
+            log(f"  {source.label:<22} {own:>4} steps  done")
     records = [r for r in read_records(records_path) if r.backbone == backbone.name]
     metric = suite.primary_metric
     tables = [t for t in build_tables(records, suite.name, metric) if t.steps in steps_list]
@@ -75,9 +91,36 @@ def run_compare(
         return result
     # the leaderboard files hold every (backbone, steps) table recorded so far, fresh ones included
     all_tables = build_tables(read_records(records_path), suite.name, metric)
+    figures = write_figures(backbone, suite, plotted, policies_dir, leaderboard_dir) if plots else []
+    extra = "\n".join(f"### {title}\n\n![{title}]({path.relative_to(leaderboard_dir)})\n" for title, path in figures)
     md = leaderboard_dir / f"{suite.name}.md"
     csv_path = leaderboard_dir / f"{suite.name}.csv"
-    write_text_atomic(md, render_markdown(all_tables, suite.name, metric, command))
+    write_text_atomic(md, render_markdown(all_tables, suite.name, metric, command, extra=("## Figures\n\n" + extra) if extra else ""))
     write_text_atomic(csv_path, render_csv(all_tables))
-    result.written = [md, csv_path]
+    result.written = [md, csv_path, *(p for _, p in figures)]
     return result
+
+
+def write_figures(backbone, suite, sources_by_steps: dict[int, list], policies_dir: Path, leaderboard_dir: Path) -> list[tuple[str, Path]]:
+    """Schedules, their spread, image grids and training curves for each budget; one prompt per task."""
+    from jsbench.plots import plot_image_grid, plot_schedules, plot_training_curves
+    from jsbench.train import read_log
+
+    items = suite.items("test")
+    prompts = list({it.task: it.prompt for it in items}.values())[:6]
+    out = []
+    fig_dir = leaderboard_dir / "figures"
+    for steps, sources in sources_by_steps.items():
+        stem = f"{suite.name}-{backbone.name}-n{steps}"
+        budget = [s for s in sources if s.steps == steps]
+        out.append((f"{backbone.name} · {steps} steps · schedules", plot_schedules(backbone, budget, prompts, [0, 1, 2, 3], fig_dir / f"{stem}-schedules.png")))
+        out.append((f"{backbone.name} · {steps} steps · images (seed 0)", plot_image_grid(backbone, sources, prompts, 0, fig_dir / f"{stem}-images.png")))
+        logs = {}
+        for s in budget:
+            if s.spec.startswith("policy:"):
+                log = Path(s.spec.partition(":")[2]) / "train_log.jsonl"
+                if log.exists():
+                    logs[s.label] = read_log(log)
+        if logs:
+            out.append((f"{backbone.name} · {steps} steps · training", plot_training_curves(logs, fig_dir / f"{stem}-training.png")))
+    return out

@@ -1,71 +1,43 @@
 """Searched schedules on the embedded world: the frame every learned number is read in.
 
-For a step budget N, a fixed candidate set of schedules is scored on every (prompt, seed) pair; the
-best global schedule and the best schedule per prompt are *chosen* on search seeds and *reported* on
-fresh seeds, so the table measures headroom, not best-of-n luck.
+For a step budget N a fixed candidate set of schedules is scored on every (prompt, seed) pair of the
+held-out prompts. The best global schedule and the best schedule per prompt are *chosen* on search
+seeds and *reported* on fresh seeds, so the table measures headroom, not best-of-n luck.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 from dataclasses import dataclass
 
 import torch
 
-from jsbench.backbones.analytic import AnalyticBackbone
 from jsbench.rewards.geneval import evaluate_detections
 from jsbench.schedule import shifted_sigmas, sigmas_from_increments, uniform_sigmas
 from jsbench.world.detect import detect
 
 
 def candidate_schedules(steps: int, random_count: int = 120, seed: int = 0) -> torch.Tensor:
-    """[C, N+1]: a grid of interior points for N <= 3, shifted grids, and Dirichlet draws around uniform."""
+    """[C, N+1]: uniform, shifted grids, every pair of interior points on a grid for N = 3 (every
+    point for N = 2), and seeded Dirichlet draws around uniform for larger N."""
     rows = [uniform_sigmas(steps)[0]]
-    rows += [shifted_sigmas(steps, float(s))[0] for s in torch.logspace(-1.3, 1.0, 24)]
+    rows += [shifted_sigmas(steps, float(s))[0] for s in torch.logspace(-1.3, 1.0, 24, dtype=torch.float64)]
+    grid = torch.linspace(0.04, 0.96, 20).tolist()
     if steps == 2:
-        rows += [torch.tensor([1.0, t, 0.0]) for t in torch.linspace(0.04, 0.96, 24).tolist()]
-    if steps == 3:
-        grid = torch.linspace(0.04, 0.96, 20).tolist()
+        rows += [torch.tensor([1.0, t, 0.0]) for t in grid]
+    elif steps == 3:
         rows += [torch.tensor([1.0, a, b, 0.0]) for a, b in itertools.combinations(sorted(grid, reverse=True), 2)]
-    gen = torch.Generator().manual_seed(seed)
-    if random_count:
-        conc = torch.full((random_count, steps), 1.5)
-        inc = torch.distributions.Dirichlet(conc).sample() if False else _dirichlet(conc, gen)
-        rows += list(sigmas_from_increments(0.01 / steps + (1 - 0.01) * inc))
+    elif random_count:
+        gen = torch.Generator().manual_seed(seed)
+        gammas = -torch.log(torch.rand(random_count, steps, 3, generator=gen)).sum(-1)  # Gamma(3) draws
+        simplex = gammas / gammas.sum(-1, keepdim=True)
+        rows += list(sigmas_from_increments(0.01 / steps + (1 - 0.01) * simplex))
     return torch.stack([r.to(torch.float32) for r in rows])
 
 
-def _dirichlet(conc: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    gammas = torch._standard_gamma(conc) if gen is None else _gamma(conc, gen)
-    return gammas / gammas.sum(-1, keepdim=True)
-
-
-def _gamma(conc: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
-    # Marsaglia-Tsang via a seeded generator (torch's gamma sampler takes no generator)
-    d = conc - 1.0 / 3.0
-    c = 1.0 / torch.sqrt(9.0 * d)
-    out = torch.empty_like(conc)
-    todo = torch.ones_like(conc, dtype=torch.bool)
-    while todo.any():
-        x = torch.randn(conc.shape, generator=gen)
-        u = torch.rand(conc.shape, generator=gen)
-        v = (1 + c * x) ** 3
-        ok = (v > 0) & (torch.log(u.clamp_min(1e-30)) < 0.5 * x**2 + d - d * v + d * torch.log(v.clamp_min(1e-30)))
-        take = ok & todo
-        out[take] = (d * v)[take]
-        todo &= ~ok
-    return out
-
-
-@dataclass
-class ScoreGrid:
-    """correct[c, p, s]: schedule c, prompt p, seed s."""
-
-    correct: torch.Tensor
-    prompts: list[dict]
-
-
-def score_grid(backbone: AnalyticBackbone, metas: list[dict], seeds: list[int], schedules: torch.Tensor, chunk: int = 2048) -> ScoreGrid:
+def score_grid(backbone, metas: list[dict], seeds: list[int], schedules: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
+    """correct[c, p, s] for schedule c, prompt p, seed s (1.0 when GenEval's checks pass)."""
     prompts = [m["prompt"] for m in metas for _ in seeds]
     rows_meta = [m for m in metas for _ in seeds]
     cond = backbone.encode(prompts)
@@ -74,10 +46,54 @@ def score_grid(backbone: AnalyticBackbone, metas: list[dict], seeds: list[int], 
     for c, sig in enumerate(schedules):
         correct = []
         for start in range(0, len(prompts), chunk):
-            sl = slice(start, start + chunk)
-            sub = cond.take(range(start, min(start + chunk, len(prompts))))
-            images = backbone.sample(x_T[sl], sub, sig.expand(len(sub), -1).contiguous())
-            dets = detect(images)
-            correct += [evaluate_detections(d, m)[0] for d, m in zip(dets, rows_meta[sl])]
+            idx = list(range(start, min(start + chunk, len(prompts))))
+            sub = cond.take(idx)
+            images = backbone.sample(x_T[idx], sub, sig.expand(len(idx), -1).contiguous())
+            correct += [evaluate_detections(d, m)[0] for d, m in zip(detect(images), rows_meta[start : start + len(idx)])]
         out[c] = torch.tensor(correct, dtype=torch.float32).view(len(metas), len(seeds))
-    return ScoreGrid(out, metas)
+    return out
+
+
+@dataclass
+class BudgetRow:
+    steps: int
+    default: float
+    uniform: float
+    shift3: float
+    searched_global: float
+    searched_per_prompt: float
+    per_prompt_gain: float
+    per_prompt_gain_stderr: float
+    ceiling: float
+    n_images: int
+    global_schedule: list[float]
+
+
+def _stderr(x: torch.Tensor) -> float:
+    return float(x.std(unbiased=True) / math.sqrt(x.numel())) if x.numel() > 1 else float("nan")
+
+
+def calibrate_budget(backbone, metas, steps: int, search_seeds: list[int], report_seeds: list[int], ceiling: float) -> BudgetRow:
+    cands = candidate_schedules(steps)
+    search = score_grid(backbone, metas, search_seeds, cands).mean(-1)  # [C, P]
+    best_global = int(search.mean(1).argmax())
+    best_per_prompt = search.argmax(0)  # [P]
+    fixed = torch.stack([backbone.default_sigmas(steps, torch.zeros(1, 1))[0], uniform_sigmas(steps)[0], shifted_sigmas(steps, 3.0)[0], cands[best_global]])
+    report_fixed = score_grid(backbone, metas, report_seeds, fixed).mean(-1)  # [4, P]
+    per_prompt = torch.stack(
+        [score_grid(backbone, [m], report_seeds, cands[int(best_per_prompt[p])][None])[0, 0].mean() for p, m in enumerate(metas)]
+    )
+    gain = per_prompt - report_fixed[3]
+    return BudgetRow(
+        steps=steps,
+        default=float(report_fixed[0].mean()),
+        uniform=float(report_fixed[1].mean()),
+        shift3=float(report_fixed[2].mean()),
+        searched_global=float(report_fixed[3].mean()),
+        searched_per_prompt=float(per_prompt.mean()),
+        per_prompt_gain=float(gain.mean()),
+        per_prompt_gain_stderr=_stderr(gain),
+        ceiling=ceiling,
+        n_images=len(metas) * len(report_seeds),
+        global_schedule=[round(float(v), 4) for v in cands[best_global]],
+    )

@@ -62,7 +62,8 @@ def detect(images: torch.Tensor) -> list[list[Detection]]:
     mean_rgb = np.empty((count, 3), dtype=np.float64)
     for ch in range(3):
         full = ndimage.mean(pix[..., ch], labels, index)
-        inner = ndimage.mean(pix[..., ch], core_labels, index) if core.any() else full
+        with np.errstate(invalid="ignore", divide="ignore"):  # components with no interior: use `full`
+            inner = ndimage.mean(pix[..., ch], core_labels, index) if core.any() else full
         mean_rgb[:, ch] = np.where(core_area > 0, inner, full)
     # invert the renderer's colour model: background + alpha * (palette line at c - background), with c
     # searched densely along the palette line, so a slightly off-anchor hue does not read as faint

@@ -47,12 +47,12 @@ COLOR_RGB = np.array(
     ],
     dtype=np.float32,
 )
-COLOR_SPACING = 0.5
+COLOR_SPACING = 0.25
 COLOR_ANCHORS = (np.arange(len(COLORS)) - (len(COLORS) - 1) / 2) * COLOR_SPACING
 BACKGROUND = (0.5, 0.5, 0.5)
 
 SHAPES = ("triangle", "circle", "square", "ring")
-SHAPE_ANCHORS = np.array([-1.5, -0.5, 0.5, 1.5])
+SHAPE_ANCHORS = np.array([-0.45, -0.15, 0.15, 0.45])
 PLURALS = {s: s + "s" for s in SHAPES}
 NUMBER_WORDS = {2: "two", 3: "three", 4: "four"}
 
@@ -69,9 +69,9 @@ class ShapeClass:
 
 CLASSES = {
     "triangle": ShapeClass(radius=5.0, grid=3, spread=0.02, colors=("green", "blue")),
-    "circle": ShapeClass(radius=4.0, grid=5, spread=0.05, colors=("red", "orange", "pink")),
-    "square": ShapeClass(radius=4.5, grid=2, spread=0.2, colors=("black", "white")),
-    "ring": ShapeClass(radius=5.0, grid=3, spread=0.1, colors=("purple", "yellow", "brown")),
+    "circle": ShapeClass(radius=4.0, grid=5, spread=0.03, colors=("red", "orange", "pink")),
+    "square": ShapeClass(radius=4.5, grid=2, spread=0.25, colors=("black", "white")),
+    "ring": ShapeClass(radius=5.0, grid=3, spread=0.2, colors=("purple", "yellow", "brown")),
 }
 
 
@@ -259,7 +259,7 @@ def prompt_spread(meta: dict) -> float:
     return max(min(CLASSES[c].spread, POSITION_SPREAD) for c, _ in _objects(meta))
 
 
-ATTRIBUTE_SPREAD = 0.03  # colour and shape stay crisp for every class: their anchors are close
+ATTRIBUTE_SPREAD = 0.012  # colour and shape stay crisp for every class: their anchors are close
 POSITION_SPREAD = 0.06  # positions jitter at most this much, so objects never touch at the ceiling
 ABSENT_SPREAD = 0.05
 
