@@ -57,20 +57,26 @@ def train(
     iters: int = typer.Option(200, help="Number of policy updates."),
     contexts: int = typer.Option(16, "--contexts", "-B", help="Contexts (prompt, seed) per update."),
     samples: int = typer.Option(4, "--samples", "-K", help="Schedules sampled per context."),
-    lr: float = typer.Option(3e-3, help="AdamW learning rate."),
+    lr: float = typer.Option(1e-2, help="AdamW learning rate of the shared schedule (global alpha / output bias)."),
+    network_lr: float = typer.Option(1e-3, help="AdamW learning rate of the conditioning network (instance policies)."),
     concentration: float = typer.Option(32.0, help="Initial Dirichlet concentration c0 (alpha = c0 * default increments)."),
     seed: int = typer.Option(0, help="Seed of everything random in the run."),
     checkpoint_every: int = typer.Option(25, help="Updates between atomic checkpoints."),
     resume: bool = typer.Option(False, help="Continue from OUT/checkpoint.pt; ends exactly where the uninterrupted run would."),
     device: Optional[str] = typer.Option(None, help="torch device (default: cpu for analytic, cuda if available otherwise)."),
     progress: bool = typer.Option(True, help="Show a progress bar."),
+    processes: int = typer.Option(1, "--processes", min=1, help="Split each update's contexts over N local processes (runs torchrun; needs accelerate). For GPUs and nodes use `accelerate launch -m jsbench train ...`."),
 ):
     """Train a schedule policy with REINFORCE and a leave-one-out baseline; writes OUT/policy.safetensors + manifest.json."""
+    if processes > 1:
+        from jsbench.distributed import launch_processes
+
+        raise typer.Exit(launch_processes(processes))
     from jsbench.train import TrainConfig, Trainer
 
     config = TrainConfig(
         backbone=backbone, model=model, steps=steps, baseline=baseline, reward=reward, suite=suite, policy=policy.value,
-        iters=iters, contexts=contexts, samples=samples, lr=lr, concentration=concentration, seed=seed,
+        iters=iters, contexts=contexts, samples=samples, lr=lr, network_lr=network_lr, concentration=concentration, seed=seed,
         checkpoint_every=checkpoint_every, device=device,
     )
     trainer = Trainer(config, out)
@@ -80,7 +86,8 @@ def train(
         raise JsbenchError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
     trainer.train(progress=progress)
     path = trainer.save_policy()
-    console.print(f"policy written to [bold]{path}[/]")
+    if trainer.dist.is_main:
+        console.print(f"policy written to [bold]{path}[/]")
 
 
 @app.command("eval")
@@ -95,16 +102,27 @@ def eval_(
     out: Path = typer.Option(Path("results/records.jsonl"), help="Records file (JSONL, appended atomically)."),
     device: Optional[str] = typer.Option(None),
     progress: bool = typer.Option(True),
+    processes: int = typer.Option(1, "--processes", min=1, help="Shard the prompts over N local processes (runs torchrun; needs accelerate); records are gathered and written once."),
 ):
     """Evaluate one schedule on a suite and append its records."""
-    from jsbench.evaluate import discard_partial, evaluate, resolve_schedule
+    if processes > 1:
+        from jsbench.distributed import launch_processes
+
+        raise typer.Exit(launch_processes(processes))
+    from jsbench.distributed import evaluate_sharded, get_context
+    from jsbench.evaluate import discard_partial, resolve_schedule
     from jsbench.results import append_records, make_records
     from jsbench.suites import load_suite
 
+    ctx = get_context()
+    if device is None and ctx.distributed and ctx.device.type != "cpu":
+        device = str(ctx.device)  # one accelerator per process
     bb = _backbone(backbone, model, device)
     s = load_suite(suite, bb)
     source = resolve_schedule(schedule, bb, steps)
-    run = evaluate(bb, s, source, seeds_per_prompt=seeds, split=split, progress=progress, out=out)
+    run = evaluate_sharded(bb, s, source, ctx, seeds_per_prompt=seeds, split=split, progress=progress, out=out)
+    if not ctx.is_main:
+        return  # rank 0 writes the records once
     records = make_records(bb, s, source, run)
     append_records(out, records)
     discard_partial(out)

@@ -7,6 +7,9 @@ advantages r - b with b from `baselines`; loss = -mean(adv * log pi); AdamW; gra
 Reproducible by construction: the contexts and the Dirichlet draws of update `it` depend only on
 (seed, it), so a run resumed from a checkpoint draws exactly what the uninterrupted run drew, and ends
 with the same parameters and the same log.
+
+Under a launcher (torchrun, accelerate launch) the B contexts are split over the processes, rewards
+are all-gathered before the baseline and gradients summed; see `jsbench.distributed`.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import torch
 from jsbench import JsbenchError
 from jsbench.backbones import load_backbone
 from jsbench.baselines import advantages, validate_baseline
+from jsbench.distributed import DistContext, get_context
 from jsbench.policy import SchedulePolicy, make_policy, write_json_atomic
 from jsbench.rewards import load_reward
 from jsbench.suites import load_suite
@@ -48,7 +52,8 @@ class TrainConfig:
     iters: int = 200
     contexts: int = 16
     samples: int = 4
-    lr: float = 3e-3
+    lr: float = 1e-2
+    network_lr: float = 1e-3
     weight_decay: float = 0.0
     grad_clip: float = 1.0
     concentration: float = 32.0
@@ -66,13 +71,19 @@ def _update_rng(seed: int, it: int) -> tuple[np.random.Generator, int]:
 
 
 class Trainer:
-    def __init__(self, config: TrainConfig, out: str | Path, backbone=None):
+    def __init__(self, config: TrainConfig, out: str | Path, backbone=None, dist: DistContext | None = None):
         self.config = config
         self.out = Path(out)
-        validate_baseline(config.baseline, config.contexts, config.samples)
+        self.dist = dist or get_context()
+        validate_baseline(config.baseline, config.contexts, config.samples)  # B is the global batch
         if config.iters < 1:
             raise TrainError(f"--iters must be at least 1, got {config.iters}")
-        self.backbone = backbone or load_backbone(config.backbone, config.model, config.device)
+        if config.contexts < self.dist.world_size:
+            raise TrainError(f"--contexts {config.contexts} is fewer than the {self.dist.world_size} processes: each needs at least one")
+        device = config.device
+        if device is None and self.dist.distributed and self.dist.device.type != "cpu":
+            device = str(self.dist.device)  # one accelerator per process
+        self.backbone = backbone or load_backbone(config.backbone, config.model, device)
         if not 1 <= config.steps <= self.backbone.max_steps:
             raise TrainError(f"--steps must be in 1..{self.backbone.max_steps} for backbone {self.backbone.name}, got {config.steps}")
         self.reward = load_reward(config.reward, self.backbone)
@@ -81,7 +92,14 @@ class Trainer:
         self.policy: SchedulePolicy = make_policy(
             self.backbone, config.steps, config.policy, concentration=config.concentration, width=config.width
         )
-        self.optimizer = torch.optim.AdamW(self.policy.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+        self.dist.broadcast_parameters(self.policy)
+        # The schedule-level parameters (a global policy's alpha, an instance policy's output bias) move the
+        # shared schedule and can take large steps; the conditioning network learns the per-instance
+        # deviations and needs small ones, or its noise features make the policy oscillate.
+        shared = [p for n, p in self.policy.named_parameters() if n in ("delta", "head.bias")]
+        network = [p for n, p in self.policy.named_parameters() if n not in ("delta", "head.bias")]
+        groups = [{"params": shared, "lr": config.lr}] + ([{"params": network, "lr": config.network_lr}] if network else [])
+        self.optimizer = torch.optim.AdamW(groups, lr=config.lr, weight_decay=config.weight_decay)
         self.iteration = 0
 
     # ------------------------------------------------------------------------------------ checkpoints
@@ -95,6 +113,8 @@ class Trainer:
         return self.out / "train_log.jsonl"
 
     def save_checkpoint(self) -> None:
+        if not self.dist.is_main:
+            return  # written once, by rank 0
         self.out.mkdir(parents=True, exist_ok=True)
         state = {
             "iteration": self.iteration,
@@ -131,7 +151,7 @@ class Trainer:
 
     def _truncate_log(self, keep: int) -> None:
         """Drop log lines of updates after the checkpoint: they will be redone identically."""
-        if not self.log_path.exists():
+        if not self.dist.is_main or not self.log_path.exists():
             return
         lines = [ln for ln in self.log_path.read_text().splitlines() if ln.strip()]
         kept = []
@@ -156,14 +176,19 @@ class Trainer:
     def step(self, it: int) -> dict:
         cfg = self.config
         prompts, seeds, torch_seed = self.contexts_for(it)
-        cond = self.backbone.encode(prompts)
-        x_T = self.backbone.initial_noise(seeds)
+        lo, hi = self.dist.shard_range(cfg.contexts)  # this process's contexts (all of them for one process)
+        cond = self.backbone.encode(prompts[lo:hi])
+        x_T = self.backbone.initial_noise(seeds[lo:hi])
         torch.manual_seed(torch_seed)
-        simplex = self.policy.sample_simplex(x_T, cond.pooled, cfg.samples)  # [B, K, N]
+        if self.dist.distributed:  # the global batch's draws on every process, so they equal one process's
+            simplex = self.policy.sample_simplex(self.dist.gather_rows(x_T), self.dist.gather_rows(cond.pooled), cfg.samples)[lo:hi]
+        else:
+            simplex = self.policy.sample_simplex(x_T, cond.pooled, cfg.samples)  # [B, K, N]
         sigmas = self.policy.sigmas(simplex).reshape(-1, cfg.steps + 1)
-        rows = torch.arange(cfg.contexts).repeat_interleave(cfg.samples)
+        rows = torch.arange(hi - lo).repeat_interleave(cfg.samples)
         images = self.backbone.sample(x_T[rows], cond.take(rows), sigmas.to(x_T.dtype))
-        rewards = self.reward(images, [prompts[i] for i in rows.tolist()]).view(cfg.contexts, cfg.samples).double()
+        local = self.reward(images, [prompts[lo + i] for i in rows.tolist()]).view(hi - lo, cfg.samples).double()
+        rewards = self.dist.gather_rows(local)  # [B, K] global, before any baseline (js, xctx pool contexts)
         record = {"iteration": it, "reward": float(rewards.mean()), "reward_std": float(rewards.std())}
         bad = ~torch.isfinite(rewards)
         if bad.any():
@@ -173,16 +198,20 @@ class Trainer:
             return record
         adv, lam = advantages(cfg.baseline, rewards)
         log_prob = self.policy.log_prob(x_T, cond.pooled, simplex)
-        loss = -(adv.to(log_prob.dtype) * log_prob).mean()
+        if self.dist.distributed:  # this block's share of the global mean; the summed gradients are the global one
+            loss = -(adv[lo:hi].to(log_prob.dtype) * log_prob).sum() / rewards.numel()
+        else:
+            loss = -(adv.to(log_prob.dtype) * log_prob).mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
+        self.dist.sum_gradients(self.policy.parameters())
         grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.grad_clip)
         if not torch.isfinite(grad_norm):
             self.optimizer.zero_grad(set_to_none=True)
             record.update(skipped="non-finite gradient: update skipped")
             return record
         self.optimizer.step()
-        record.update(loss=float(loss.detach()), grad_norm=float(grad_norm), shrinkage=lam)
+        record.update(loss=self.dist.sum_scalar(float(loss.detach())), grad_norm=float(grad_norm), shrinkage=lam)
         return record
 
     def train(self, progress: bool = True, on_update: Callable[[dict], None] | None = None) -> SchedulePolicy:
@@ -190,6 +219,7 @@ class Trainer:
 
         self.out.mkdir(parents=True, exist_ok=True)
         columns = [TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), TextColumn("{task.fields[status]}")]
+        progress = progress and self.dist.is_main
         with Progress(*columns, disable=not progress, transient=False) as bar:
             task = bar.add_task("train", total=self.config.iters, completed=self.iteration, status="")
             while self.iteration < self.config.iters:
@@ -197,8 +227,9 @@ class Trainer:
                 start = time.perf_counter()
                 record = self.step(it)
                 record["seconds"] = round(time.perf_counter() - start, 4)
-                with open(self.log_path, "a") as f:
-                    f.write(json.dumps(record, sort_keys=True) + "\n")
+                if self.dist.is_main:
+                    with open(self.log_path, "a") as f:
+                        f.write(json.dumps(record, sort_keys=True) + "\n")
                 self.iteration = it + 1
                 if self.iteration % self.config.checkpoint_every == 0 or self.iteration == self.config.iters:
                     self.save_checkpoint()
@@ -212,6 +243,7 @@ class Trainer:
         return self.policy
 
     def save_policy(self, directory: str | Path | None = None) -> Path:
+        """Write the policy (rank 0 only under a launcher; every process returns the path)."""
         cfg = self.config
         manifest = {
             "backbone": self.backbone.name,
@@ -221,7 +253,11 @@ class Trainer:
             "suite": cfg.suite,
             "train": asdict(cfg),
         }
-        return self.policy.save(directory or self.out, manifest)
+        path = Path(directory or self.out)
+        if self.dist.is_main:
+            self.policy.save(path, manifest)
+        self.dist.barrier()  # no process reports the policy before it exists
+        return path
 
 
 def read_log(path: str | Path) -> list[dict]:

@@ -21,3 +21,11 @@ def cli(capsys, monkeypatch, tmp_path):
         return code, out.out, out.err
 
     return run
+
+
+def pytest_configure(config):
+    # The embedded world's tensors are small: one intra-op thread is as fast, and on a loaded 2-core
+    # machine torch's default threads oversubscribe the cores (seen: 100x slower sampling).
+    import torch
+
+    torch.set_num_threads(1)

@@ -20,9 +20,8 @@ import torch
 from jsbench.backbones import register
 from jsbench.backbones.base import Condition
 from jsbench.schedule import check_sigmas, shifted_sigmas
-from jsbench.world import EmbeddedWorld, embed_prompt, parse_prompt
+from jsbench.world import EmbeddedWorld
 from jsbench.world.mixture import euler_flow
-from jsbench.world.render import render_scenes
 
 
 class AnalyticBackbone:
@@ -46,8 +45,8 @@ class AnalyticBackbone:
     def encode(self, prompts: Sequence[str]) -> Condition:
         prompts = list(prompts)
         for p in prompts:
-            parse_prompt(p)  # fail early, with the prompt named, before any sampling
-        pooled = torch.stack([embed_prompt(p) for p in prompts]).to(self.device, self.dtype)
+            self.world.validate(p)  # fail early, with the prompt named, before any sampling
+        pooled = torch.stack([self.world.embed(p) for p in prompts]).to(self.device, self.dtype)
         return Condition(prompts=prompts, pooled=pooled)
 
     def initial_noise(self, seeds: Sequence[int]) -> torch.Tensor:
@@ -65,12 +64,13 @@ class AnalyticBackbone:
         table, rows = self.world.table(cond.prompts, dtype=torch.float64, device=self.device)
         return euler_flow(table, x_T.to(torch.float64), rows, sigmas.to(self.device, torch.float64)).to(self.dtype)
 
-    def decode(self, latents: torch.Tensor) -> torch.Tensor:
-        return render_scenes(latents)
+    def decode(self, latents: torch.Tensor, prompts: Sequence[str]) -> torch.Tensor:
+        """Scenes render at 48x48, text scenes at 64x256 (a batch is one or the other)."""
+        return self.world.render(latents, list(prompts))
 
     @torch.no_grad()
     def sample(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:
-        return self.decode(self.sample_latents(x_T, cond, sigmas))
+        return self.decode(self.sample_latents(x_T, cond, sigmas), cond.prompts)
 
 
 @register("analytic")

@@ -29,7 +29,7 @@ class UnknownReward(JsbenchError):
 
 
 _FACTORIES: dict[str, Callable] = {}
-_MODULES: dict[str, str] = {"geneval": "jsbench.suites.geneval"}
+_MODULES: dict[str, str] = {"geneval": "jsbench.suites.geneval", "ocr": "jsbench.rewards.ocr"}
 
 
 def register_reward(name: str):

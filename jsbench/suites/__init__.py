@@ -19,7 +19,7 @@ class UnknownSuite(JsbenchError):
 
 
 _FACTORIES: dict[str, Callable] = {}
-_MODULES: dict[str, str] = {"geneval": "jsbench.suites.geneval"}
+_MODULES: dict[str, str] = {"geneval": "jsbench.suites.geneval", "ocr": "jsbench.suites.ocr"}
 
 
 def register_suite(name: str):

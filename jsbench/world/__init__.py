@@ -72,8 +72,24 @@ def _mixture(prompt: str) -> PromptMixture:
     return scene_mixture(parse_prompt(prompt))
 
 
+class MixedBatch(JsbenchError):
+    pass
+
+
+@lru_cache(maxsize=4096)
+def _text_mixture(prompt: str) -> PromptMixture:
+    from jsbench.world.text import text_mixture
+
+    return text_mixture(prompt)
+
+
 class EmbeddedWorld:
-    """One mixture table over every prompt the world knows, built once, indexed per batch row."""
+    """The scene world and the text world behind one facade.
+
+    Scene prompts share one mixture table over every prompt the world knows, built once; text prompts
+    (quoted words) get a table per batch from cached mixtures. A batch is all scenes or all text: the
+    two render at different sizes.
+    """
 
     latent_dim = LATENT_DIM
     pooled_dim = POOLED_DIM
@@ -81,11 +97,42 @@ class EmbeddedWorld:
     def __init__(self):
         self._tables: dict[tuple, tuple[MixtureTable, dict[str, int]]] = {}
 
+    @staticmethod
+    def is_text(prompt: str) -> bool:
+        from jsbench.world.text import is_text_prompt
+
+        return is_text_prompt(prompt)
+
+    def _kind(self, prompts: list[str]) -> str:
+        kinds = {self.is_text(p) for p in prompts}
+        if len(kinds) > 1:
+            raise MixedBatch("a batch mixes text prompts and scene prompts; sample them separately")
+        return "text" if kinds == {True} else "scene"
+
+    def validate(self, prompt: str) -> None:
+        if self.is_text(prompt):
+            from jsbench.world.text import parse_text_prompt
+
+            parse_text_prompt(prompt)
+        else:
+            parse_prompt(prompt)
+
+    def embed(self, prompt: str) -> torch.Tensor:
+        if self.is_text(prompt):
+            from jsbench.world.text import embed_text_prompt
+
+            return embed_text_prompt(prompt)
+        return embed_prompt(prompt)
+
     def mixture(self, prompt: str) -> PromptMixture:
-        return _mixture(_normalise(prompt))
+        return _text_mixture(prompt) if self.is_text(prompt) else _mixture(_normalise(prompt))
 
     def table(self, prompts: list[str], dtype=torch.float32, device=None) -> tuple[MixtureTable, torch.Tensor]:
-        """The world's table and, per row, the index of its prompt in it."""
+        """A mixture table and, per row, the index of its prompt in it."""
+        if self._kind(prompts) == "text":
+            distinct = list(dict.fromkeys(prompts))
+            table = MixtureTable([_text_mixture(p) for p in distinct], dtype=dtype, device=device)
+            return table, torch.tensor([distinct.index(p) for p in prompts], dtype=torch.long, device=device)
         key = (dtype, str(device))
         if key not in self._tables:
             known = list(_scene_prompt_index())
@@ -93,6 +140,15 @@ class EmbeddedWorld:
         table, index = self._tables[key]
         rows = torch.tensor([index[_normalise(p)] for p in prompts], dtype=torch.long, device=device)
         return table, rows
+
+    def render(self, latents: torch.Tensor, prompts: list[str]) -> torch.Tensor:
+        if self._kind(prompts) == "text":
+            from jsbench.world.text import render_text
+
+            return render_text(latents, prompts)
+        from jsbench.world.render import render_scenes
+
+        return render_scenes(latents)
 
 
 def _normalise(prompt: str) -> str:

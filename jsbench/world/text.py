@@ -8,8 +8,9 @@ the scene world, so `MixtureTable` / `euler_flow` sample it exactly. The latent 
     dim 1  y       baseline offset                             anchors every Y_STEP
     dim 2  size    font size (22 / 28 / 34 px)                 anchors every SIZE_STEP
     dim 3  weight  regular / bold                              anchors every WEIGHT_STEP
-    dims 4..23     one glyph code per character cell (20 cells), on a line of glyph anchors where every
-                   letter's lower and upper case are neighbours: " -'.,:!?&0..9aAbB..zZ"
+    dims 4..23     one glyph code per character cell (20 cells), on a line of glyph anchors: four
+                   blanks, then -'.,:!?& and 0..9, then the letters with each lower and upper case as
+                   neighbours (aAbB..zZ); words are two blank cells apart
 
 A prompt's modes are the layouts its carrier word allows (a neon sign: three baselines and three sizes;
 a billboard: five positions, ...) times its case styles (lower, UPPER, Title), one component each.
@@ -17,8 +18,10 @@ The decoder draws a latent between anchors the way an image-space average of the
 looks: two ghosted copies of the text at two positions, baselines or sizes, and overlapping glyphs
 where a character cell sits between two glyphs (between `e` and `E`, for example). Close to an anchor
 (within PLATEAU of a step) the text is drawn once and clean, and position jitter moves it, so the data's
-own spread never garbles a word. Few-step sampling ends between modes and OCR misreads the ghosts; the
-many-step ceiling lands on modes and reads correctly.
+own spread never garbles a word (glyph cells also get a tight spread of their own). Few-step sampling
+ends between modes and OCR misreads the ghosts; the many-step ceiling lands on modes and reads
+correctly. Measured with rapidocr, uniform Euler steps, 100 generated prompts x 4 seeds: word accuracy
+1.000 at 200 steps, 0.733 at 5, 0.533 at 3 (tesseract: 0.998 / 0.775 / 0.588).
 
 What differs between prompts, and so what makes the best schedule differ, is tied to the prompt's words
 as a real model ties it to its text: the carrier word sets the layout modes and the spread, the length of
@@ -29,7 +32,6 @@ positions fit on the canvas. A policy sees only `embed_text_prompt`, a bag of su
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import re
 from dataclasses import dataclass
@@ -61,6 +63,9 @@ __all__ = [
     "make_text_prompts",
     "load_text_prompts",
     "text_latent",
+    "text_modes",
+    "split_text_prompts",
+    "TEXT_FEATURES_AT",
 ]
 
 
@@ -455,7 +460,7 @@ def _crossfade(values: np.ndarray, anchors: np.ndarray) -> tuple[np.ndarray, np.
     """For values [B] on a uniform anchor line: the lower anchor index k0 and the weight of k0 + 1.
 
     Within PLATEAU of a step from an anchor the weight is all on that anchor; between, it moves
-    linearly to the neighbour, so a value halfway between two anchors draws both at half strength.
+    linearly to the neighbour, so a value halfway between two anchors draws both (see `_copies`).
     """
     step = anchors[1] - anchors[0]
     u = np.clip((values - anchors[0]) / step, 0.0, len(anchors) - 1)

@@ -1,0 +1,373 @@
+"""OCR: engines behind one protocol, MARIO-Eval's text-rendering metrics, and the `ocr` reward.
+
+Engines (`load_engine(name)`, loaded once per process and cached):
+- `rapidocr` (default): rapidocr-onnxruntime, PP-OCRv4 detection + recognition as ONNX models shipped
+  inside the wheel, so it works offline.
+- `tesseract`: Debian's tesseract-ocr through pytesseract.
+- `easyocr`: the engine of the paper era; it downloads weights at first use, so it is used only when its
+  model folder (~/.EasyOCR/model, or $EASYOCR_MODULE_PATH/model) already exists.
+
+Metrics follow MARIO-Eval (TextDiffuser): the targets are the words inside the prompt's quotes, OCR'd
+words and targets are lowercased and matched as multisets; per image precision = matched / read words,
+recall = matched / target words; F1 comes from the precision and recall averaged over images. On top:
+word accuracy (every target word read), MARIO's exact match (the sorted read words joined equal the
+sorted targets joined), the normalised edit distance and the OCR reward of Flow-GRPO,
+1 - min(dist, len) / len on the space-free lowercase target and read text.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable, Protocol, Sequence
+
+import numpy as np
+import torch
+
+from jsbench import JsbenchError
+from jsbench.rewards import register_reward
+
+__all__ = [
+    "OcrEngine",
+    "OcrUnavailable",
+    "register_engine",
+    "load_engine",
+    "available_engines",
+    "DEFAULT_ENGINE",
+    "default_engine",
+    "target_words",
+    "read_words",
+    "match_precision_recall",
+    "word_accuracy",
+    "exact_match",
+    "edit_distance",
+    "normalized_edit_distance",
+    "ocr_reward",
+    "f1_score",
+    "image_metrics",
+    "OcrReward",
+]
+
+DEFAULT_ENGINE = "rapidocr"
+OCR_EXTRA = "pip install 'jsbench[ocr]'"
+
+
+def default_engine() -> str:
+    """The engine suites and rewards use unless told: $JSBENCH_OCR_ENGINE, else rapidocr."""
+    return os.environ.get("JSBENCH_OCR_ENGINE") or DEFAULT_ENGINE
+
+
+class OcrUnavailable(JsbenchError):
+    """An OCR engine that cannot run here; the message says what is missing and how to get it."""
+
+
+# ------------------------------------------------------------------------------------------- metrics
+
+
+def target_words(prompt: str) -> list[str]:
+    """MARIO-Eval's targets: the words inside the prompt's quotes, lowercased (empty if none)."""
+    from jsbench.world.text import quoted_spans
+
+    return [w for span in quoted_spans(prompt) for w in span.lower().split()]
+
+
+def read_words(text: str) -> list[str]:
+    """The words of an OCR read-out, lowercased, split on whitespace."""
+    return text.lower().split()
+
+
+def match_precision_recall(read: Sequence[str], targets: Sequence[str]) -> tuple[float, float]:
+    """Multiset matching of read words against target words (both lowercased): (precision, recall).
+
+    Nothing read gives precision 0 (MARIO divides by len + 1e-8), no targets gives recall 0.
+    """
+    read = [w.strip().lower() for w in read]
+    left = [w.strip().lower() for w in targets]
+    matched = 0
+    for word in read:
+        if word in left:
+            left.remove(word)
+            matched += 1
+    precision = matched / len(read) if read else 0.0
+    recall = matched / len(targets) if targets else 0.0
+    return precision, recall
+
+
+def word_accuracy(read: Sequence[str], targets: Sequence[str]) -> float:
+    """1.0 when every target word (with multiplicity) is among the read words, else 0.0."""
+    return 1.0 if targets and match_precision_recall(read, targets)[1] == 1.0 else 0.0
+
+
+def exact_match(read: Sequence[str], targets: Sequence[str]) -> float:
+    """MARIO-Eval's accuracy: the sorted read words, joined, equal the sorted target words, joined."""
+    a = "".join(sorted(w.strip().lower() for w in read))
+    b = "".join(sorted(w.strip().lower() for w in targets))
+    return 1.0 if a == b else 0.0
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance (insertions, deletions, substitutions, each cost 1)."""
+    if len(a) < len(b):
+        a, b = b, a
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, start=1):
+        current = [i]
+        for j, cb in enumerate(b, start=1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        previous = current
+    return previous[-1]
+
+
+def _squash(text: str) -> str:
+    return "".join(text.lower().split())
+
+
+def normalized_edit_distance(read_text: str, target_text: str) -> float:
+    """dist / max(len) on the space-free lowercase strings: 0 is a perfect read, 1 nothing in common."""
+    a, b = _squash(read_text), _squash(target_text)
+    if not a and not b:
+        return 0.0
+    return edit_distance(a, b) / max(len(a), len(b))
+
+
+def ocr_reward(read_text: str, target_text: str, contains_ok: bool = False) -> float:
+    """1 - min(dist, len) / len on the space-free lowercase target (len) vs the read text.
+
+    `contains_ok` gives full reward when the target occurs inside the read text, as Flow-GRPO's code does.
+    """
+    a, b = _squash(read_text), _squash(target_text)
+    if not b:
+        raise ValueError("the OCR reward needs a non-empty target text")
+    dist = 0 if contains_ok and b in a else edit_distance(a, b)
+    return 1.0 - min(dist, len(b)) / len(b)
+
+
+def f1_score(precision: float, recall: float) -> float:
+    """F1 from (averaged) precision and recall, 0 when both are 0."""
+    return 2.0 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
+
+
+def image_metrics(read_text: str, prompt: str) -> dict[str, float]:
+    """Every per-image metric of one OCR read-out against one prompt's quoted words."""
+    targets = target_words(prompt)
+    if not targets:
+        raise ValueError(f"prompt has no quoted text to score: {prompt!r}")
+    read = read_words(read_text)
+    precision, recall = match_precision_recall(read, targets)
+    target_text = " ".join(targets)
+    return {
+        "word_accuracy": word_accuracy(read, targets),
+        "exact_match": exact_match(read, targets),
+        "precision": precision,
+        "recall": recall,
+        "ned": normalized_edit_distance(read_text, target_text),
+        "ocr_reward": ocr_reward(read_text, target_text),
+    }
+
+
+# ------------------------------------------------------------------------------------------- engines
+
+
+class OcrEngine(Protocol):
+    name: str
+
+    def read(self, images: torch.Tensor) -> list[str]:
+        """Images [B, 3, H, W] in [0, 1] -> per image all text read, words separated by spaces."""
+        ...
+
+
+_ENGINES: dict[str, Callable[..., OcrEngine]] = {}
+_LOADED: dict[tuple, OcrEngine] = {}
+
+
+def register_engine(name: str):
+    def deco(factory):
+        _ENGINES[name] = factory
+        return factory
+
+    return deco
+
+
+def available_engines() -> list[str]:
+    return sorted(_ENGINES)
+
+
+def load_engine(name: str = DEFAULT_ENGINE, **options) -> OcrEngine:
+    """The named engine, built once per (name, options) and cached for the process."""
+    if name not in _ENGINES:
+        raise OcrUnavailable(f"unknown OCR engine {name!r}; choose one of: {', '.join(available_engines())}")
+    key = (name, tuple(sorted(options.items())))
+    if key not in _LOADED:
+        _LOADED[key] = _ENGINES[name](**options)
+    return _LOADED[key]
+
+
+def _to_uint8(images: torch.Tensor) -> np.ndarray:
+    """[B, 3, H, W] float in [0, 1] -> [B, H, W, 3] uint8 RGB."""
+    if images.dim() != 4 or images.shape[1] != 3:
+        raise ValueError(f"OCR expects images [B, 3, H, W], got {tuple(images.shape)}")
+    pix = images.detach().to(torch.float32).clamp(0.0, 1.0).mul(255.0).round().to(torch.uint8)
+    return pix.permute(0, 2, 3, 1).cpu().numpy()
+
+
+def _one_line(texts: Sequence[str]) -> str:
+    return " ".join(" ".join(t.split()) for t in texts if t and t.strip())
+
+
+@register_engine("rapidocr")
+class RapidOcrEngine:
+    """rapidocr-onnxruntime: PP-OCRv4 text detection + recognition, ONNX models shipped in the wheel.
+
+    Detection runs at the image's own resolution up to `max_side` (rapidocr's default upscales the
+    short side to 736 px, 15x slower on small images and no more accurate). `detect=False` runs the
+    recogniser alone on the whole image, for images that are one line of text. One onnxruntime thread
+    by default: next to torch on a busy CPU, more threads spin and run 2-3x slower; raise `threads`
+    on an idle many-core machine.
+    """
+
+    name = "rapidocr"
+
+    def __init__(self, detect: bool = True, max_side: int = 960, min_score: float = 0.5, threads: int = 1):
+        try:
+            from rapidocr_onnxruntime import RapidOCR
+        except ImportError as err:
+            if "shared object" in str(err):  # opencv-python without the system's libGL / glib
+                raise OcrUnavailable(
+                    f"the rapidocr OCR engine's OpenCV cannot load ({err}): apt-get install -y libgl1 libglib2.0-0"
+                ) from None
+            raise OcrUnavailable(f"the rapidocr OCR engine needs rapidocr-onnxruntime ({err.name or err} is missing): {OCR_EXTRA}") from None
+        self.detect = detect
+        self.min_score = min_score
+        self._engine = RapidOCR(
+            det_limit_type="max",
+            det_limit_side_len=max_side,
+            text_score=min_score,
+            intra_op_num_threads=threads,
+        )
+
+    def read_one(self, image: np.ndarray) -> str:
+        bgr = np.ascontiguousarray(image[..., ::-1])
+        if not self.detect:
+            (text, score), = self._engine.text_rec([bgr])[0]
+            return " ".join(text.split()) if score >= self.min_score else ""
+        result, _ = self._engine(bgr, use_det=True, use_cls=False, use_rec=True)
+        return _one_line(r[1] for r in (result or []))
+
+    def read(self, images: torch.Tensor) -> list[str]:
+        return [self.read_one(img) for img in _to_uint8(images)]
+
+
+@register_engine("tesseract")
+class TesseractEngine:
+    """Tesseract (Debian's tesseract-ocr) through pytesseract, one process per image, run in parallel.
+
+    `psm` is tesseract's page segmentation mode: 6 (a uniform block of text) by default, 7 for one line.
+    Images are upscaled by `scale` and padded with a white border, as tesseract expects text of
+    x-height >= 20 px with a margin around it.
+    """
+
+    name = "tesseract"
+
+    def __init__(self, psm: int = 6, lang: str = "eng", scale: int = 2, workers: int | None = None):
+        try:
+            import pytesseract
+        except ImportError:
+            raise OcrUnavailable(f"the tesseract OCR engine needs pytesseract: {OCR_EXTRA}") from None
+        binary = shutil.which(pytesseract.pytesseract.tesseract_cmd) or shutil.which("tesseract")
+        if binary is None:
+            raise OcrUnavailable("the tesseract OCR engine needs the tesseract binary: apt-get install -y tesseract-ocr")
+        pytesseract.pytesseract.tesseract_cmd = binary
+        try:
+            langs = pytesseract.get_languages(config="")
+        except Exception as err:  # noqa: BLE001 - any failure here means the binary does not run
+            raise OcrUnavailable(f"tesseract at {binary} does not run ({err}); reinstall tesseract-ocr") from None
+        if lang not in langs:
+            raise OcrUnavailable(f"tesseract has no {lang!r} language data: apt-get install -y tesseract-ocr-{lang}")
+        self._tess = pytesseract
+        self.config = f"--psm {int(psm)}"
+        self.lang = lang
+        self.scale = int(scale)
+        self.workers = workers or max(1, os.cpu_count() or 1)
+
+    def read_one(self, image: np.ndarray) -> str:
+        from PIL import Image, ImageOps
+
+        img = Image.fromarray(image)
+        if self.scale != 1:
+            img = img.resize((img.width * self.scale, img.height * self.scale), Image.BICUBIC)
+        img = ImageOps.expand(img, border=16 * self.scale, fill=(255, 255, 255))
+        return _one_line(self._tess.image_to_string(img, lang=self.lang, config=self.config).splitlines())
+
+    def read(self, images: torch.Tensor) -> list[str]:
+        pix = list(_to_uint8(images))
+        if len(pix) <= 1 or self.workers == 1:
+            return [self.read_one(p) for p in pix]
+        with ThreadPoolExecutor(self.workers) as pool:
+            return list(pool.map(self.read_one, pix))
+
+
+def easyocr_model_dir() -> Path:
+    """Where easyocr keeps its weights: $EASYOCR_MODULE_PATH/model, else ~/.EasyOCR/model."""
+    root = os.environ.get("EASYOCR_MODULE_PATH") or os.environ.get("MODULE_PATH") or str(Path.home() / ".EasyOCR")
+    return Path(root).expanduser() / "model"
+
+
+@register_engine("easyocr")
+class EasyOcrEngine:
+    """EasyOCR (CRAFT detector + CRNN recogniser), English, used only with its weights already on disk."""
+
+    name = "easyocr"
+
+    def __init__(self, lang: str = "en", gpu: bool | None = None):
+        model_dir = easyocr_model_dir()
+        if not model_dir.is_dir() or not any(model_dir.iterdir()):
+            raise OcrUnavailable(
+                f"easyocr needs its weights in {model_dir} (craft_mlt_25k.pth, english_g2.pth), which is missing: "
+                f"run `python -c \"import easyocr; easyocr.Reader(['en'])\"` once with network access, or copy them there"
+            )
+        try:
+            import easyocr
+        except ImportError:
+            raise OcrUnavailable("the easyocr OCR engine needs the easyocr package: pip install easyocr") from None
+        if gpu is None:
+            gpu = torch.cuda.is_available()
+        self._reader = easyocr.Reader(
+            [lang], gpu=gpu, model_storage_directory=str(model_dir), download_enabled=False, verbose=False
+        )
+
+    def read(self, images: torch.Tensor) -> list[str]:
+        return [_one_line(self._reader.readtext(img, detail=0)) for img in _to_uint8(images)]
+
+
+# -------------------------------------------------------------------------------------------- reward
+
+
+class OcrReward:
+    """The `ocr` reward: 1 - min(dist, len)/len of what the engine reads vs the prompt's quoted text."""
+
+    name = "ocr"
+
+    def __init__(self, engine: str | OcrEngine | None = None, contains_ok: bool = False, **engine_options):
+        engine = default_engine() if engine is None else engine
+        self.engine = load_engine(engine, **engine_options) if isinstance(engine, str) else engine
+        self.contains_ok = contains_ok
+
+    def __call__(self, images: torch.Tensor, prompts: Sequence[str]) -> torch.Tensor:
+        prompts = list(prompts)
+        if len(prompts) != images.shape[0]:
+            raise ValueError(f"{len(prompts)} prompts for {images.shape[0]} images")
+        targets = [" ".join(target_words(p)) for p in prompts]
+        for p, t in zip(prompts, targets):
+            if not t:
+                raise JsbenchError(f"the ocr reward needs quoted text in every prompt; none in {p!r}")
+        texts = self.engine.read(images)
+        values = [ocr_reward(r, t, self.contains_ok) for r, t in zip(texts, targets)]
+        return torch.tensor(values, dtype=torch.float32)
+
+
+@register_reward("ocr")
+def _ocr_reward(backbone=None, engine: str | None = None, **options) -> OcrReward:
+    """OCR reads pixels, so any backbone will do; the engine is $JSBENCH_OCR_ENGINE or rapidocr."""
+    return OcrReward(engine, **options)

@@ -1,0 +1,159 @@
+"""OCR engines, run for real: rapidocr (default) and tesseract read words drawn with real fonts."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from jsbench import JsbenchError
+from jsbench.rewards import available_rewards, load_reward
+from jsbench.rewards.ocr import (
+    EasyOcrEngine,
+    OcrUnavailable,
+    RapidOcrEngine,
+    TesseractEngine,
+    available_engines,
+    load_engine,
+)
+
+WORDS = ["river", "OPEN", "Coffee", "jazz night", "Route 66"]
+
+
+def _pillow_font(size: int, which: str):
+    from PIL import ImageFont
+
+    if which == "pillow":
+        return ImageFont.load_default(size=size)  # Pillow's bundled FreeType font
+    import matplotlib
+
+    return ImageFont.truetype(str(Path(matplotlib.get_data_path()) / "fonts" / "ttf" / "DejaVuSans.ttf"), size)
+
+
+def render_words(words: list[str], which: str = "dejavu", size: int = 30, height: int = 64, width: int = 320) -> torch.Tensor:
+    """Words drawn dark on light with a real TrueType font, as a [B, 3, H, W] batch in [0, 1]."""
+    from PIL import Image, ImageDraw
+
+    font = _pillow_font(size, which)
+    out = []
+    for text in words:
+        img = Image.new("RGB", (width, height), (240, 236, 224))
+        ImageDraw.Draw(img).text((12, height // 2), text, font=font, fill=(20, 20, 28), anchor="lm")
+        out.append(torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0).permute(2, 0, 1))
+    return torch.stack(out)
+
+
+def _norm(text: str) -> list[str]:
+    return text.lower().split()
+
+
+@pytest.fixture(scope="module")
+def rapid():
+    return load_engine("rapidocr")
+
+
+def test_registry_lists_three_engines_and_caches_them(rapid):
+    assert available_engines() == ["easyocr", "rapidocr", "tesseract"]
+    assert load_engine("rapidocr") is rapid
+    assert load_engine() is rapid  # rapidocr is the default
+    with pytest.raises(OcrUnavailable, match="unknown OCR engine 'nope'.*rapidocr"):
+        load_engine("nope")
+
+
+@pytest.mark.parametrize("which", ["dejavu", "pillow"])
+def test_rapidocr_reads_words_in_real_fonts(rapid, which):
+    images = render_words(WORDS, which)
+    texts = rapid.read(images)
+    assert [_norm(t) for t in texts] == [_norm(w) for w in WORDS]
+
+
+def test_rapidocr_recogniser_only_mode_reads_single_lines():
+    engine = load_engine("rapidocr", detect=False)
+    assert engine is not load_engine("rapidocr")
+    texts = engine.read(render_words(["river", "OPEN"]))
+    assert [_norm(t) for t in texts] == [["river"], ["open"]]
+
+
+def test_rapidocr_reads_nothing_on_a_blank_image(rapid):
+    assert rapid.read(torch.full((2, 3, 64, 256), 0.9)) == ["", ""]
+
+
+def test_engines_check_image_shape(rapid):
+    with pytest.raises(ValueError, match=r"\[B, 3, H, W\]"):
+        rapid.read(torch.zeros(3, 64, 64))
+
+
+def test_rapidocr_on_a_large_image_finds_small_text(rapid):
+    # a real backbone's 1024x1024 output: detection runs at <= 960 px and still finds the word
+    big = torch.full((1, 3, 1024, 1024), 0.93)
+    big[:, :, 600:664, 300:620] = render_words(["garden"])[0]
+    assert _norm(rapid.read(big)[0]) == ["garden"]
+
+
+needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None, reason="tesseract binary not installed (apt-get install -y tesseract-ocr)")
+
+
+@needs_tesseract
+@pytest.mark.parametrize("which", ["dejavu", "pillow"])
+def test_tesseract_reads_words_in_real_fonts(which):
+    engine = load_engine("tesseract")
+    texts = engine.read(render_words(WORDS, which))
+    assert [_norm(t) for t in texts] == [_norm(w) for w in WORDS]
+
+
+@needs_tesseract
+def test_tesseract_single_line_mode():
+    engine = load_engine("tesseract", psm=7)
+    assert [_norm(t) for t in engine.read(render_words(["hello world"]))] == [["hello", "world"]]
+
+
+def test_missing_python_package_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "rapidocr_onnxruntime", None)
+    with pytest.raises(OcrUnavailable, match=r"pip install 'jsbench\[ocr\]'") as err:
+        RapidOcrEngine()
+    assert "\n" not in str(err.value)
+    monkeypatch.setitem(sys.modules, "pytesseract", None)
+    with pytest.raises(OcrUnavailable, match=r"pytesseract: pip install 'jsbench\[ocr\]'"):
+        TesseractEngine()
+
+
+def test_missing_tesseract_binary_says_how_to_install(monkeypatch):
+    pytest.importorskip("pytesseract")
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    with pytest.raises(OcrUnavailable, match="apt-get install -y tesseract-ocr"):
+        TesseractEngine()
+
+
+def test_easyocr_without_its_model_folder_is_one_clear_line(monkeypatch, tmp_path):
+    monkeypatch.delenv("MODULE_PATH", raising=False)
+    monkeypatch.setenv("EASYOCR_MODULE_PATH", str(tmp_path / "nowhere"))
+    with pytest.raises(JsbenchError) as err:
+        load_engine("easyocr")
+    message = str(err.value)
+    assert "\n" not in message
+    assert str(tmp_path / "nowhere" / "model") in message and "easyocr.Reader" in message
+
+
+def test_easyocr_with_weights_but_no_package(monkeypatch, tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "english_g2.pth").write_bytes(b"")
+    monkeypatch.setenv("EASYOCR_MODULE_PATH", str(tmp_path))
+    monkeypatch.setitem(sys.modules, "easyocr", None)
+    with pytest.raises(OcrUnavailable, match="pip install easyocr"):
+        EasyOcrEngine()
+
+
+def test_ocr_reward_is_registered_and_scores_reads(rapid):
+    assert "ocr" in available_rewards()
+    reward = load_reward("ocr")
+    assert reward.name == "ocr" and reward.engine is rapid
+    images = render_words(["river", "rivr", "bank"])
+    values = reward(images, ['a sign that says "river"', 'a sign that says "river"', 'a mug with "tank"'])
+    assert values.dtype == torch.float32 and values.shape == (3,)
+    assert values.tolist() == pytest.approx([1.0, 0.8, 0.75])
+    with pytest.raises(JsbenchError, match="quoted text"):
+        reward(images[:1], ["a photo of a red circle"])

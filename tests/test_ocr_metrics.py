@@ -1,0 +1,129 @@
+"""MARIO-Eval metrics and the OCR reward: pure functions, checked on hand-worked examples."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from jsbench.rewards.ocr import (
+    edit_distance,
+    exact_match,
+    f1_score,
+    image_metrics,
+    match_precision_recall,
+    normalized_edit_distance,
+    ocr_reward,
+    read_words,
+    target_words,
+    word_accuracy,
+)
+from jsbench.suites.base import EvalItem
+from jsbench.suites.ocr import f1_metrics
+
+
+def test_targets_are_the_quoted_words_lowercased():
+    assert target_words('a sign that says "Hello World"') == ["hello", "world"]
+    assert target_words('a mug with “Good” and "Morning"') == ["good", "morning"]
+    # MARIO-Eval's own prompts quote with single quotes
+    assert target_words("a book cover with the title 'Deep Learning'") == ["deep", "learning"]
+    assert target_words("a photo of a red circle") == []
+    assert read_words("  RIVER   Bank\tx ") == ["river", "bank", "x"]
+
+
+def test_multiset_matching_precision_recall():
+    # read 3 words, one matches a target; 'hello' is matched once only (multiset), 'wrld' never
+    assert match_precision_recall(["hello", "hello", "wrld"], ["hello", "world"]) == (1 / 3, 1 / 2)
+    # a repeated target word must be read as often as it is asked for
+    assert match_precision_recall(["go"], ["go", "go"]) == (1.0, 0.5)
+    assert match_precision_recall(["GO", "go"], ["go", "Go"]) == (1.0, 1.0)
+    # nothing read: precision 0 (MARIO divides by len + 1e-8), recall 0
+    assert match_precision_recall([], ["stop"]) == (0.0, 0.0)
+
+
+def test_word_accuracy_needs_every_target_word():
+    assert word_accuracy(["open", "sale", "extra"], ["sale", "open"]) == 1.0
+    assert word_accuracy(["open"], ["sale", "open"]) == 0.0
+    assert word_accuracy(["go"], ["go", "go"]) == 0.0
+
+
+def test_exact_match_is_marios_sorted_join():
+    assert exact_match(["world", "hello"], ["hello", "world"]) == 1.0
+    assert exact_match(["hello", "world", "x"], ["hello", "world"]) == 0.0
+    # MARIO's quirk, kept on purpose: the joined strings are compared, not the words
+    assert exact_match(["hell", "oworld"], ["hello", "world"]) == 1.0
+    assert match_precision_recall(["hell", "oworld"], ["hello", "world"]) == (0.0, 0.0)
+
+
+def test_edit_distance():
+    assert edit_distance("kitten", "sitting") == 3
+    assert edit_distance("", "abc") == 3
+    assert edit_distance("abc", "abc") == 0
+    assert edit_distance("flaw", "lawn") == 2
+
+
+def test_normalized_edit_distance_on_space_free_lowercase():
+    # "heloworld" vs "helloworld": one insertion over max length 10
+    assert normalized_edit_distance("Helo World", "hello world") == pytest.approx(0.1)
+    assert normalized_edit_distance("", "stop") == 1.0
+    assert normalized_edit_distance("S T O P", "stop") == 0.0
+
+
+def test_ocr_reward_formula():
+    # target "helloworld" has 10 characters; "helowrld" is 2 deletions away
+    assert ocr_reward("helo wrld", "hello world") == pytest.approx(0.8)
+    assert ocr_reward("HELLO  WORLD", "hello world") == 1.0
+    assert ocr_reward("", "hello world") == 0.0
+    # the distance is clipped at the target length: long garbage scores 0, never negative
+    assert ocr_reward("x" * 40, "hello world") == 0.0
+    # "thehelloworldsign" is 7 insertions away; Flow-GRPO's shortcut counts a contained target as exact
+    assert ocr_reward("the hello world sign", "hello world") == pytest.approx(0.3)
+    assert ocr_reward("the hello world sign", "hello world", contains_ok=True) == 1.0
+    with pytest.raises(ValueError):
+        ocr_reward("x", "  ")
+
+
+def test_f1_from_precision_and_recall():
+    assert f1_score(0.5, 1.0) == pytest.approx(2 / 3)
+    assert f1_score(0.0, 0.0) == 0.0
+
+
+def test_image_metrics_all_at_once():
+    m = image_metrics("RIVER bamk", 'a sign that says "river bank"')
+    assert m == {
+        "word_accuracy": 0.0,
+        "exact_match": 0.0,
+        "precision": 0.5,
+        "recall": 0.5,
+        "ned": pytest.approx(1 / 9),  # "riverbamk" vs "riverbank": one substitution in 9
+        "ocr_reward": pytest.approx(8 / 9),
+    }
+    with pytest.raises(ValueError):
+        image_metrics("x", "no quotes here")
+
+
+def test_f1_comes_from_averaged_precision_and_recall():
+    # per-image F1s are both 2/3, but MARIO's F1 uses the averages P = R = 0.75
+    scores = [{"precision": 1.0, "recall": 0.5}, {"precision": 0.5, "recall": 1.0}]
+    items = [EvalItem('a "x"', "one_word"), EvalItem('a "y"', "one_word")]
+    by_task = {m.task: m for m in f1_metrics(scores, items)}
+    assert by_task["one_word"].value == pytest.approx(0.75)
+    assert by_task["overall"].value == pytest.approx(0.75)
+    assert by_task["one_word"].n_images == 2 and by_task["one_word"].n_prompts == 2
+    # delta method: grad = (0.5, 0.5), cov of (p, r) = [[.125, -.125], [-.125, .125]] / 2 -> variance 0
+    assert by_task["one_word"].stderr == pytest.approx(0.0, abs=1e-12)
+
+
+def test_f1_overall_is_from_the_task_means():
+    scores = [
+        {"precision": 1.0, "recall": 1.0},
+        {"precision": 1.0, "recall": 0.0},
+        {"precision": 0.0, "recall": 0.0},
+        {"precision": 0.0, "recall": 0.0},
+    ]
+    items = [EvalItem('a "a"', "one_word"), EvalItem('a "b"', "one_word"), EvalItem('a "c d"', "two_words"), EvalItem('a "e f"', "two_words")]
+    by_task = {m.task: m for m in f1_metrics(scores, items)}
+    assert by_task["one_word"].value == pytest.approx(f1_score(1.0, 0.5))
+    assert by_task["two_words"].value == 0.0
+    assert by_task["overall"].value == pytest.approx(f1_score(0.5, 0.25))
+    assert math.isfinite(by_task["overall"].stderr) and by_task["overall"].stderr > 0
