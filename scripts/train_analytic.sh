@@ -5,9 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STEPS="${STEPS:-3 5}"
-ITERS="${ITERS:-300}"
+ITERS="${ITERS:-200}"
 OUT="${OUT:-policies/analytic}"
-common=(--backbone analytic --reward geneval --suite geneval --iters "$ITERS" --contexts 16 --samples 4 --lr 0.01 --seed 0 --no-progress)
+common=(--backbone analytic --reward geneval --suite geneval --iters "$ITERS" --contexts 16 --samples 4 --seed 0 --no-progress)
 for n in $STEPS; do
   for spec in "global js global" "js js instance" "js-prompt js prompt" "rloo rloo instance" "xctx xctx instance"; do
     read -r name baseline kind <<<"$spec"

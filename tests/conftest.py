@@ -9,6 +9,7 @@ def cli(capsys, monkeypatch, tmp_path):
     from jsbench.cli import main
 
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "240")  # rich tables are not truncated in captured output
 
     def run(*args: str):
         monkeypatch.setattr(sys, "argv", ["jsbench", *map(str, args)])

@@ -91,6 +91,9 @@ def test_compare_writes_leaderboard_and_check_catches_a_worse_policy(cli, tmp_pa
     assert "| global | 3 |" in md and "jsbench compare" in md
     overall = {r["method"]: float(r["value"]) for r in rows if r["task"] == "overall"}
     assert overall["global"] > overall["default"]
+    for fig in ("schedules", "images"):
+        assert f"figures/geneval-analytic-n3-{fig}.png" in md
+        assert (tmp_path / "lb" / "figures" / f"geneval-analytic-n3-{fig}.png").stat().st_size > 1000
     # re-running the check against what was just written passes ...
     code, out, err = cli(*args, "--check")
     assert code == 0, err
@@ -100,3 +103,14 @@ def test_compare_writes_leaderboard_and_check_catches_a_worse_policy(cli, tmp_pa
     result = cli(*args, "--check")
     text = assert_one_line_error(result, "regressed")
     assert "global" in result[1]
+
+
+def test_policies_list_show_and_schedules_plot(cli, tmp_path):
+    path = _ship(tmp_path, 3, -1.0)
+    code, out, err = cli("policies", "list", "--root", tmp_path / "policies")
+    assert code == 0 and "global-n3" in out and "analytic" in out
+    code, out, err = cli("policies", "show", path)
+    assert code == 0 and '"checksum"' in out
+    code, out, err = cli("schedules", "plot", "--steps", "3", "--schedule", "default", "--schedule", f"policy:{path}", "--seeds", "2", "--out", tmp_path / "figs")
+    assert code == 0, err
+    assert (tmp_path / "figs" / "schedules.png").stat().st_size > 1000 and (tmp_path / "figs" / "images.png").exists()

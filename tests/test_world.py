@@ -9,7 +9,7 @@ from jsbench.schedule import uniform_sigmas
 from jsbench.world.detect import detect
 from jsbench.world.mixture import MixtureTable, PromptMixture, euler_flow
 from jsbench.world.render import render_scenes
-from jsbench.world.scenes import encode_arrangement, make_prompts, scene_mixture, split_prompts
+from jsbench.world.scenes import SHAPE_ANCHORS, encode_arrangement, make_prompts, scene_mixture, split_prompts
 
 
 def test_many_step_flow_samples_the_mixture():
@@ -59,7 +59,8 @@ def test_failures_look_like_a_real_sampler_failing():
     assert ghost and ghost[0].confidence < 0.9  # a faint object: fails counting's 0.9 threshold
     assert solid[0].confidence > 0.95 and solid[0].label == "circle" and solid[0].color == "red"
     # a shape stranded between circle and square is no longer read as what the prompt asked
-    half = detect(render_scenes(_one("circle", "red", 0, 0, shape_shift=0.5)[None]))[0]
+    halfway = float(SHAPE_ANCHORS[2] - SHAPE_ANCHORS[1]) / 2
+    half = detect(render_scenes(_one("circle", "red", 0, 0, shape_shift=halfway)[None]))[0]
     assert half[0].label != "circle"
     # two touching objects merge into one detection
     merged = encode_arrangement([(0, "circle", "red", 0.0, 0.0), (1, "circle", "red", 0.3, 0.0)]).float()

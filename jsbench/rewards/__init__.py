@@ -29,7 +29,7 @@ class UnknownReward(JsbenchError):
 
 
 _FACTORIES: dict[str, Callable] = {}
-_MODULES: dict[str, str] = {"geneval": "jsbench.suites.geneval", "ocr": "jsbench.rewards.ocr"}
+_MODULES: dict[str, str] = {"geneval": "jsbench.suites.geneval", "ocr": "jsbench.rewards.ocr", "hps": "jsbench.rewards.clip", "clip": "jsbench.rewards.clip"}
 
 
 def register_reward(name: str):

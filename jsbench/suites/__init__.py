@@ -19,7 +19,7 @@ class UnknownSuite(JsbenchError):
 
 
 _FACTORIES: dict[str, Callable] = {}
-_MODULES: dict[str, str] = {"geneval": "jsbench.suites.geneval", "ocr": "jsbench.suites.ocr"}
+_MODULES: dict[str, str] = {"geneval": "jsbench.suites.geneval", "ocr": "jsbench.suites.ocr", "hpdv2": "jsbench.suites.hpdv2"}
 
 
 def register_suite(name: str):

@@ -3,6 +3,15 @@
 On the embedded world the prompts are the world's own six-task set (shapes for COCO classes) and the
 detector is the world's exact detector on the rendered pixels. Per image: `correct` (0/1). Aggregate:
 per-task means and `overall`, the mean of the six task means (GenEval's headline number).
+
+On a real backbone (`RealGenEvalSuite`) the prompts are our 553 GenEval-structured prompts
+(`jsbench.suites.geneval_prompts`) or GenEval's own `evaluation_metadata.jsonl` (`metadata=PATH`); the
+detector is OWLv2 from transformers (`detector=` a model id or local folder, else
+$JSBENCH_GENEVAL_DETECTOR, else google/owlv2-base-patch16-ensemble; `detector="mmdet"` refuses until
+implemented) and colours come from GenEval's CLIP zero-shot rule (`color_model="ARCH:TAG"`, else
+$JSBENCH_GENEVAL_COLOR_MODEL, else ViT-L-14:openai). Both load on first scoring, local files only.
+Aggregates add GenEval's summary lines: `correct_images` (share of images correct) and
+`correct_prompts` (share of prompts with at least one correct image), both under task `overall`.
 """
 
 from __future__ import annotations
@@ -25,7 +34,7 @@ class GenEvalSuite:
     def __init__(self, backbone=None):
         if backbone is not None and backbone.name != "analytic":
             raise JsbenchError(
-                f"the geneval suite runs on the analytic backbone in this release; {backbone.name!r} needs a real detector"
+                f"the embedded-world geneval suite runs on the analytic backbone; use load_suite('geneval', backbone) for {backbone.name!r}"
             )
         from jsbench.world.detect import detect
         from jsbench.world.scenes import make_prompts, split_prompts
@@ -54,13 +63,125 @@ class GenEvalSuite:
         return meta
 
 
+def _is_analytic(backbone) -> bool:
+    return backbone is None or getattr(backbone, "name", None) == "analytic"
+
+
+class RealGenEvalSuite:
+    """GenEval on real images: GenEval-structured prompts, a transformers detector, CLIP colours."""
+
+    name = "geneval"
+    primary_metric = "correct"
+
+    def __init__(
+        self,
+        backbone=None,
+        metadata: str | None = None,
+        detector=None,
+        color_model: str | None = None,
+        color_classifier=None,
+        seed: int = 0,
+        device=None,
+    ):
+        from jsbench.suites.geneval_prompts import load_metadata, make_geneval_prompts
+
+        self._prompts = load_metadata(metadata) if metadata is not None else make_geneval_prompts(seed)
+        self._seed = seed
+        self._by_prompt = {p["prompt"]: p for p in self._prompts}
+        self._detector_spec = detector
+        self._detector = None if detector is None or isinstance(detector, str) else detector
+        self._color = color_classifier
+        self._color_model = color_model
+        self._device = device if device is not None else getattr(backbone, "device", None)
+
+    @property
+    def detector(self):
+        if self._detector is None:
+            from jsbench.rewards.detectors import load_detector
+
+            self._detector = load_detector(self._detector_spec, device=self._device)
+        return self._detector
+
+    @property
+    def color_classifier(self):
+        if self._color is None:
+            from jsbench.rewards.detectors import ColorClassifier
+
+            self._color = ColorClassifier(spec=self._color_model)
+        return self._color
+
+    def items(self, split: str = "test") -> list[EvalItem]:
+        from jsbench.suites.geneval_prompts import split_geneval_prompts
+
+        return [EvalItem(p["prompt"], p["tag"], p) for p in split_geneval_prompts(self._prompts, split, self._seed)]
+
+    def metadata(self, prompt: str) -> dict:
+        meta = self._by_prompt.get(prompt)
+        if meta is None:
+            from jsbench.suites.geneval_prompts import split_geneval_prompts
+
+            for p in split_geneval_prompts(self._prompts, "train", self._seed):
+                self._by_prompt.setdefault(p["prompt"], p)
+            meta = self._by_prompt.get(prompt)
+        if meta is None:
+            raise JsbenchError(f"prompt {prompt!r} is not part of the geneval suite")
+        return meta
+
+    def _colorize(self, image: torch.Tensor, dets: list, meta: dict) -> list:
+        """Give a colour to the detections GenEval's colour rule looks at: the top-`count` boxes of
+        every include group that names a colour."""
+        from dataclasses import replace
+
+        from jsbench.rewards.geneval import group_detections
+
+        groups = group_detections(dets, meta.get("tag", ""))
+        colored = {}
+        for req in meta.get("include", []):
+            if "color" not in req:
+                continue
+            found = groups.get(req["class"], [])[: int(req["count"])]
+            for det, color in zip(found, self.color_classifier.classify(image, [d.box for d in found], req["class"])):
+                colored[id(det)] = replace(det, color=color)
+        return [colored.get(id(d), d) for d in dets]
+
+    def score(self, images: torch.Tensor, items: Sequence[EvalItem]) -> list[dict[str, float]]:
+        if images.shape[0] != len(items):
+            raise ValueError(f"{images.shape[0]} images for {len(items)} items")
+        metas = [it.metadata or self.metadata(it.prompt) for it in items]
+        classes = list(dict.fromkeys(r["class"] for m in metas for key in ("include", "exclude") for r in m.get(key, [])))
+        detections = self.detector.detect(images, classes)
+        out = []
+        for image, dets, meta in zip(images, detections, metas):
+            if any("color" in r for r in meta.get("include", [])):
+                dets = self._colorize(image, dets, meta)
+            out.append({"correct": float(evaluate_detections(dets, meta)[0])})
+        return out
+
+    def aggregate(self, scores, items) -> list[TaskMetric]:
+        from jsbench.suites.base import mean_stderr
+
+        order = {t: i for i, t in enumerate(TASKS)}
+        metrics = [m for m in aggregate_by_task(scores, items) if m.metric == "correct"]
+        values = [s["correct"] for s in scores]
+        n_prompts = len({it.prompt for it in items})
+        if values:
+            mean, se = mean_stderr(values)
+            metrics.append(TaskMetric("overall", "correct_images", mean, se, len(values), n_prompts))
+            per_prompt: dict[str, bool] = {}
+            for s, it in zip(scores, items):
+                per_prompt[it.prompt] = per_prompt.get(it.prompt, False) or s["correct"] > 0.5
+            mean, se = mean_stderr([float(v) for v in per_prompt.values()])
+            metrics.append(TaskMetric("overall", "correct_prompts", mean, se, len(values), n_prompts))
+        return sorted(metrics, key=lambda m: (m.metric, order.get(m.task, len(order))))
+
+
 class GenEvalReward:
     """1.0 when the image passes GenEval's checks for its prompt, else 0.0."""
 
     name = "geneval"
 
-    def __init__(self, backbone=None):
-        self.suite = GenEvalSuite(backbone)
+    def __init__(self, backbone=None, **options):
+        self.suite = GenEvalSuite(backbone) if _is_analytic(backbone) and not options else RealGenEvalSuite(backbone, **options)
 
     def __call__(self, images: torch.Tensor, prompts: Sequence[str]) -> torch.Tensor:
         items = [EvalItem(p, "", self.suite.metadata(p)) for p in prompts]
@@ -68,8 +189,11 @@ class GenEvalReward:
 
 
 @register_suite("geneval")
-def _suite(backbone=None, **options) -> GenEvalSuite:
-    return GenEvalSuite(backbone)
+def _suite(backbone=None, **options):
+    """The embedded world's suite on the analytic backbone (no options), else `RealGenEvalSuite`."""
+    if _is_analytic(backbone) and not options:
+        return GenEvalSuite(backbone)
+    return RealGenEvalSuite(backbone, **options)
 
 
 @register_reward("geneval")

@@ -1,0 +1,304 @@
+"""CLIP-family rewards on open_clip directly: HPSv2 (`hps`) and CLIP score (`clip`).
+
+One `ClipModel` wraps any CLIP-like model (`encode_image`, `encode_text`) with its tokenizer and a
+preprocessing done in torch on the [B, 3, H, W] image batch in [0, 1] -- resize the short side to the
+model's input size (bicubic, antialiased), centre crop, normalise -- so images never leave the device
+and a batch is one forward. Models are built once per process (`load_open_clip` caches by architecture,
+weights and device); on CUDA they run in bf16.
+
+- `hps`: HPSv2 (Wu et al., 2023): open_clip ViT-H-14 with the HPS v2 or v2.1 checkpoint
+  (`HPS_v2_compressed.pt` / `HPS_v2.1_compressed.pt`), score = 100 * cosine(image, prompt). The
+  checkpoint comes from `checkpoint=`, $JSBENCH_HPS_CHECKPOINT, or the Hugging Face cache
+  (`xswu/HPSv2`); it is never downloaded here. The `hpsv2` package is not needed (it pins pytest and
+  protobuf, and reloads its checkpoint on every call).
+- `clip`: CLIPScore (Hessel et al., 2021): max(100 * cosine, 0) with open_clip ViT-L-14 / openai by
+  default ($JSBENCH_CLIP_MODEL = "ARCH:TAG" or "ARCH:/path/to/weights").
+
+open_clip itself (and the torchvision it imports) comes with the `rewards` extra; without it these
+rewards fail with one line saying so.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from jsbench import JsbenchError
+from jsbench.rewards import register_reward
+
+__all__ = [
+    "ClipUnavailable",
+    "ClipModel",
+    "open_clip_available",
+    "require_open_clip",
+    "load_open_clip",
+    "clip_from_spec",
+    "resolve_hps_checkpoint",
+    "load_hps",
+    "HpsReward",
+    "ClipScoreReward",
+    "OPENAI_MEAN",
+    "OPENAI_STD",
+]
+
+REWARDS_EXTRA = "pip install 'jsbench[rewards]'"
+OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
+OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
+HPS_REPO = "xswu/HPSv2"
+HPS_FILES = {"v2": "HPS_v2_compressed.pt", "v2.1": "HPS_v2.1_compressed.pt"}
+HPS_ARCH = "ViT-H-14"
+DEFAULT_CLIP = "ViT-L-14:openai"
+
+
+class ClipUnavailable(JsbenchError):
+    """open_clip or a model's weights are missing; the message says what and how to get it."""
+
+
+def open_clip_available() -> tuple[bool, str]:
+    """(True, "") when open_clip imports here, else (False, why)."""
+    try:
+        import open_clip  # noqa: F401
+    except Exception as exc:  # ImportError, or torchvision failing to load against this torch
+        return False, f"{type(exc).__name__}: {exc}".splitlines()[0]
+    return True, ""
+
+
+def require_open_clip():
+    ok, why = open_clip_available()
+    if not ok:
+        raise ClipUnavailable(f"open_clip is not usable here ({why}); install the rewards extra: {REWARDS_EXTRA}")
+    import open_clip
+
+    return open_clip
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+class ClipModel:
+    """A CLIP-like model with its tokenizer and a torch preprocessing of [B, 3, H, W] images in [0, 1].
+
+    `model` needs `encode_image(pixels)` and `encode_text(tokens)`; `tokenizer(list[str])` returns a
+    LongTensor of token ids. Features come back L2-normalised in float32.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: Callable[[list[str]], torch.Tensor],
+        image_size: int,
+        mean: Sequence[float] = OPENAI_MEAN,
+        std: Sequence[float] = OPENAI_STD,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ):
+        self.device = torch.device(device) if device is not None else default_device()
+        self.dtype = dtype or (torch.bfloat16 if self.device.type == "cuda" else torch.float32)
+        self.model = model.to(self.device, self.dtype).eval()
+        self.tokenizer = tokenizer
+        self.image_size = int(image_size)
+        self.mean = torch.tensor(mean, dtype=torch.float32, device=self.device).view(1, 3, 1, 1)
+        self.std = torch.tensor(std, dtype=torch.float32, device=self.device).view(1, 3, 1, 1)
+        self._text_cache: dict[str, torch.Tensor] = {}
+
+    def preprocess(self, images: torch.Tensor) -> torch.Tensor:
+        """Resize the short side to image_size (bicubic, antialiased), centre crop, normalise."""
+        x = images.to(self.device, torch.float32)
+        if x.ndim != 4 or x.shape[1] != 3:
+            raise ValueError(f"expected images [B, 3, H, W], got {tuple(x.shape)}")
+        s = self.image_size
+        h, w = x.shape[-2:]
+        scale = s / min(h, w)
+        nh, nw = max(s, round(h * scale)), max(s, round(w * scale))
+        if (nh, nw) != (h, w):
+            x = F.interpolate(x, size=(nh, nw), mode="bicubic", align_corners=False, antialias=True)
+        top, left = (nh - s) // 2, (nw - s) // 2
+        x = x[..., top : top + s, left : left + s].clamp(0.0, 1.0)
+        return (x - self.mean) / self.std
+
+    @torch.no_grad()
+    def image_features(self, images: torch.Tensor) -> torch.Tensor:
+        feats = self.model.encode_image(self.preprocess(images).to(self.dtype))
+        return F.normalize(feats.float(), dim=-1)
+
+    @torch.no_grad()
+    def text_features(self, texts: Sequence[str]) -> torch.Tensor:
+        """Normalised text features, each distinct text encoded once per model (cached)."""
+        missing = [t for t in dict.fromkeys(texts) if t not in self._text_cache]
+        if missing:
+            tokens = self.tokenizer(list(missing)).to(self.device)
+            feats = F.normalize(self.model.encode_text(tokens).float(), dim=-1)
+            for t, f in zip(missing, feats):
+                self._text_cache[t] = f
+        return torch.stack([self._text_cache[t] for t in texts])
+
+    def cosine(self, images: torch.Tensor, texts: Sequence[str]) -> torch.Tensor:
+        """cos(image_i, text_i) for each row, [B] float32 on the CPU."""
+        if images.shape[0] != len(texts):
+            raise ValueError(f"{images.shape[0]} images for {len(texts)} prompts")
+        return (self.image_features(images) * self.text_features(texts)).sum(-1).cpu()
+
+
+# ------------------------------------------------------------------------------------------ loading
+
+_CACHE: dict[tuple, ClipModel] = {}
+
+
+def _cached(key: tuple, build: Callable[[], ClipModel]) -> ClipModel:
+    if key not in _CACHE:
+        _CACHE[key] = build()
+    return _CACHE[key]
+
+
+def _resolve_open_clip_weights(open_clip, arch: str, pretrained: str) -> str:
+    """A local file for (arch, pretrained): a path as given, else open_clip's HF-hub file from the cache."""
+    if Path(pretrained).expanduser().is_file():
+        return str(Path(pretrained).expanduser())
+    cfg = open_clip.get_pretrained_cfg(arch, pretrained)
+    hub = cfg.get("hf_hub", "") if cfg else ""
+    if not hub:
+        raise ClipUnavailable(f"open_clip has no weights {arch}:{pretrained}; give a local file as ARCH:/path/to/weights")
+    parts = hub.strip("/").split("/")
+    repo_id = "/".join(parts[:2])
+    names = [parts[2]] if len(parts) > 2 else ["open_clip_model.safetensors", "open_clip_pytorch_model.bin"]
+    return _hub_file(repo_id, names, f"{arch}:{pretrained}")
+
+
+def _hub_file(repo_id: str, filenames: str | Sequence[str], what: str, repo_type: str = "model") -> str:
+    """A file of a Hugging Face repo from the local cache only (never downloads)."""
+    from huggingface_hub import hf_hub_download
+
+    names = [filenames] if isinstance(filenames, str) else list(filenames)
+    for name in names:
+        try:
+            return hf_hub_download(repo_id, name, repo_type=repo_type, local_files_only=True)
+        except Exception:
+            continue
+    raise ClipUnavailable(
+        f"{what} weights ({repo_id}/{names[-1]}) are not in the local Hugging Face cache; "
+        f"fetch them with `hf download {repo_id} {names[-1]}` or pass a local path"
+    )
+
+
+def load_open_clip(arch: str, pretrained: str | None, device=None, state_dict_path: str | None = None) -> ClipModel:
+    """An open_clip model as a `ClipModel`, built once per (arch, weights, device) in this process.
+
+    `pretrained`: an open_clip tag (resolved from the local HF cache only) or a local file; None builds
+    random weights (tests). `state_dict_path`: a checkpoint loaded over the model (HPS)."""
+    device = torch.device(device) if device is not None else default_device()
+    key = ("open_clip", arch, pretrained, state_dict_path, str(device))
+
+    def build() -> ClipModel:
+        open_clip = require_open_clip()
+        weights = _resolve_open_clip_weights(open_clip, arch, pretrained) if pretrained else None
+        try:
+            model = open_clip.create_model(arch, pretrained=weights)
+        except RuntimeError as exc:
+            raise ClipUnavailable(f"could not build open_clip {arch}: {str(exc).splitlines()[0]}") from None
+        if state_dict_path is not None:
+            state = torch.load(state_dict_path, map_location="cpu", weights_only=False)
+            state = state.get("state_dict", state) if isinstance(state, dict) else state
+            state = {k.removeprefix("module."): v for k, v in state.items()}
+            model.load_state_dict(state)
+        visual = getattr(model, "visual", None)
+        size = getattr(visual, "image_size", 224)
+        size = size[0] if isinstance(size, (tuple, list)) else size
+        mean = getattr(visual, "image_mean", None) or OPENAI_MEAN
+        std = getattr(visual, "image_std", None) or OPENAI_STD
+        tokenizer = open_clip.get_tokenizer(arch)
+        return ClipModel(model, tokenizer, size, mean, std, device=device)
+
+    return _cached(key, build)
+
+
+def clip_from_spec(spec: str | None = None, device=None) -> ClipModel:
+    """"ARCH:TAG" or "ARCH:/path/to/weights" (default $JSBENCH_CLIP_MODEL, else ViT-L-14:openai)."""
+    spec = spec or os.environ.get("JSBENCH_CLIP_MODEL") or DEFAULT_CLIP
+    arch, sep, pretrained = spec.partition(":")
+    if not sep or not arch or not pretrained:
+        raise JsbenchError(f"CLIP model {spec!r} must be ARCH:TAG or ARCH:/path/to/weights, e.g. {DEFAULT_CLIP}")
+    return load_open_clip(arch, pretrained, device=device)
+
+
+def resolve_hps_checkpoint(checkpoint: str | None = None, version: str = "v2.1") -> str:
+    """The HPS checkpoint file: `checkpoint`, else $JSBENCH_HPS_CHECKPOINT, else the HF cache (xswu/HPSv2)."""
+    if version not in HPS_FILES:
+        raise JsbenchError(f"unknown HPS version {version!r} (one of {', '.join(HPS_FILES)})")
+    checkpoint = checkpoint or os.environ.get("JSBENCH_HPS_CHECKPOINT")
+    if checkpoint:
+        if not Path(checkpoint).expanduser().is_file():
+            raise ClipUnavailable(f"HPS checkpoint {checkpoint!r} not found")
+        return str(Path(checkpoint).expanduser())
+    return _hub_file(HPS_REPO, HPS_FILES[version], f"HPS {version}")
+
+
+def load_hps(checkpoint: str | None = None, version: str = "v2.1", device=None) -> ClipModel:
+    """open_clip ViT-H-14 with the HPS checkpoint, built once per process."""
+    require_open_clip()
+    return load_open_clip(HPS_ARCH, None, device=device, state_dict_path=resolve_hps_checkpoint(checkpoint, version))
+
+
+class _ClipReward:
+    """Shared body: a lazily loaded `ClipModel`, scores in batches of `batch_size`."""
+
+    name = "clip"
+
+    def __init__(self, loader: Callable[[], ClipModel], batch_size: int = 32):
+        self._loader = loader
+        self._model: ClipModel | None = None
+        self.batch_size = batch_size
+
+    @property
+    def model(self) -> ClipModel:
+        if self._model is None:
+            self._model = self._loader()
+        return self._model
+
+    def transform(self, cosine: torch.Tensor) -> torch.Tensor:
+        return 100.0 * cosine
+
+    def __call__(self, images: torch.Tensor, prompts: Sequence[str]) -> torch.Tensor:
+        if images.shape[0] != len(prompts):
+            raise ValueError(f"{images.shape[0]} images for {len(prompts)} prompts")
+        out = [
+            self.model.cosine(images[i : i + self.batch_size], list(prompts[i : i + self.batch_size]))
+            for i in range(0, len(prompts), self.batch_size)
+        ]
+        cos = torch.cat(out) if out else torch.zeros(0)
+        return self.transform(cos).to(torch.float32)
+
+
+class HpsReward(_ClipReward):
+    """HPSv2: 100 * cosine(image, prompt) under the HPS-tuned ViT-H-14."""
+
+    name = "hps"
+
+    def __init__(self, checkpoint: str | None = None, version: str = "v2.1", batch_size: int = 32, model: ClipModel | None = None):
+        super().__init__(lambda: model or load_hps(checkpoint, version), batch_size)
+
+
+class ClipScoreReward(_ClipReward):
+    """CLIPScore: max(100 * cosine(image, prompt), 0)."""
+
+    name = "clip"
+
+    def __init__(self, spec: str | None = None, batch_size: int = 32, model: ClipModel | None = None):
+        super().__init__(lambda: model or clip_from_spec(spec), batch_size)
+
+    def transform(self, cosine: torch.Tensor) -> torch.Tensor:
+        return (100.0 * cosine).clamp_min(0.0)
+
+
+@register_reward("hps")
+def _hps(backbone=None) -> HpsReward:
+    return HpsReward()
+
+
+@register_reward("clip")
+def _clip(backbone=None) -> ClipScoreReward:
+    return ClipScoreReward()
