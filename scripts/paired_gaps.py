@@ -21,18 +21,26 @@ from jsbench.leaderboard import write_text_atomic
 from jsbench.suites import load_suite
 
 
-def overall_and_task_scores(run, suite):
-    """Per-image correctness weighted so that its mean is GenEval's overall (mean of task means)."""
-    rows = run.rows()
-    tasks = {it.task for it, _ in rows}
-    counts = {t: sum(1 for it, _ in rows if it.task == t) for t in tasks}
-    return [s["correct"] * len(rows) / (len(tasks) * counts[it.task]) for (it, _), s in zip(rows, run.scores)]
+def task_scores(run):
+    """{task: [correct per image]} in a fixed (prompt, seed) order."""
+    out: dict[str, list[float]] = {}
+    for (it, _), sc in zip(run.rows(), run.scores):
+        out.setdefault(it.task, []).append(sc["correct"])
+    return out
 
 
-def mean_se(xs):
-    m = sum(xs) / len(xs)
-    v = sum((x - m) ** 2 for x in xs) / (len(xs) - 1)
-    return m, math.sqrt(v / len(xs))
+def overall(per_task):
+    """GenEval's overall (mean of task means) and its standard error from the per-task standard errors."""
+    means, ses = [], []
+    for xs in per_task.values():
+        m = sum(xs) / len(xs)
+        means.append(m)
+        ses.append(math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs)))
+    return sum(means) / len(means), math.sqrt(sum(se * se for se in ses)) / len(ses)
+
+
+def paired(a, b):
+    return overall({t: [x - y for x, y in zip(a[t], b[t])] for t in a})
 
 
 def main():
@@ -44,26 +52,25 @@ def main():
     bb = load_backbone("analytic")
     suite = load_suite("geneval", bb)
     ceiling_run = evaluate(bb, suite, resolve_schedule("ceiling", bb, 200), args.seeds, progress=False)
-    ceiling = overall_and_task_scores(ceiling_run, suite)
+    c_mean, _ = overall(task_scores(ceiling_run))
     report = {}
     for n in args.steps:
         specs = {"default": "default"}
         for name in ("global", "js", "js-prompt", "rloo", "xctx"):
             if (args.policies / f"{name}-n{n}" / "manifest.json").exists():
                 specs[name] = f"policy:{args.policies / f'{name}-n{n}'}"
-        scores = {k: overall_and_task_scores(evaluate(bb, suite, resolve_schedule(v, bb, n), args.seeds, progress=False), suite) for k, v in specs.items()}
-        c_mean = sum(ceiling) / len(ceiling)
-        d_mean = sum(scores["default"]) / len(scores["default"])
+        scores = {k: task_scores(evaluate(bb, suite, resolve_schedule(v, bb, n), args.seeds, progress=False)) for k, v in specs.items()}
+        d_mean, _ = overall(scores["default"])
         rows = {}
-        print(f"\n== {n} steps ({len(ceiling)} images; ceiling {c_mean:.3f})")
+        print(f"\n== {n} steps ({sum(map(len, scores['default'].values()))} images; ceiling {c_mean:.3f})")
         for k, xs in scores.items():
-            m, se = mean_se(xs)
+            m, se = overall(xs)
             rows[k] = {"overall": m, "stderr": se, "gap_recovered": (m - d_mean) / (c_mean - d_mean)}
             print(f"  {k:<10} {m:.3f} ± {se:.3f}   gap recovered {rows[k]['gap_recovered']:.1%}")
         pairs = [("global", "default"), ("js", "global"), ("js", "default"), ("js", "js-prompt"), ("js", "rloo"), ("js", "xctx")]
         for a, b in pairs:
             if a in scores and b in scores:
-                m, se = mean_se([x - y for x, y in zip(scores[a], scores[b])])
+                m, se = paired(scores[a], scores[b])
                 rows[f"{a} - {b}"] = {"diff": m, "stderr": se, "outside_2se": abs(m) > 2 * se}
                 print(f"  {a} − {b}: {m:+.3f} ± {se:.3f}{'  (outside 2 SE)' if abs(m) > 2 * se else ''}")
         report[n] = {"ceiling": c_mean, **rows}

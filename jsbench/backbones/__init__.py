@@ -6,15 +6,12 @@ Adding a backbone is adding one module that calls `register("name")` on a factor
 
 from __future__ import annotations
 
-import importlib
-from typing import Callable
-
 from jsbench import JsbenchError
 from jsbench.backbones.base import Backbone, Condition
+from jsbench.registry import Registry
 
 __all__ = ["Backbone", "Condition", "register", "load_backbone", "available_backbones", "UnknownBackbone"]
 
-_FACTORIES: dict[str, Callable[..., Backbone]] = {}
 # name -> module that registers it; imported lazily so `analytic` never pays for diffusers.
 _MODULES = {
     "analytic": "jsbench.backbones.analytic",
@@ -32,21 +29,10 @@ class UnknownBackbone(JsbenchError):
     pass
 
 
-def register(name: str):
-    def deco(factory):
-        _FACTORIES[name] = factory
-        return factory
-
-    return deco
-
-
-def available_backbones() -> list[str]:
-    return sorted(set(_MODULES) | set(_FACTORIES))
+_REGISTRY = Registry("backbone", UnknownBackbone, _MODULES)
+register = _REGISTRY.register
+available_backbones = _REGISTRY.names
 
 
 def load_backbone(name: str, model: str | None = None, device: str | None = None) -> Backbone:
-    if name not in _FACTORIES and name in _MODULES:
-        importlib.import_module(_MODULES[name])
-    if name not in _FACTORIES:
-        raise UnknownBackbone(f"unknown backbone {name!r}; choose one of: {', '.join(available_backbones())}")
-    return _FACTORIES[name](model=model, device=device)
+    return _REGISTRY.get(name)(model=model, device=device)

@@ -8,12 +8,12 @@ embedded world's exact detector).
 
 from __future__ import annotations
 
-import importlib
 from typing import Callable, Protocol, Sequence
 
 import torch
 
 from jsbench import JsbenchError
+from jsbench.registry import Registry
 
 __all__ = ["Reward", "register_reward", "load_reward", "available_rewards", "UnknownReward"]
 
@@ -28,25 +28,13 @@ class UnknownReward(JsbenchError):
     pass
 
 
-_FACTORIES: dict[str, Callable] = {}
 _MODULES: dict[str, str] = {"geneval": "jsbench.suites.geneval", "ocr": "jsbench.rewards.ocr", "hps": "jsbench.rewards.clip", "clip": "jsbench.rewards.clip"}
 
 
-def register_reward(name: str):
-    def deco(factory):
-        _FACTORIES[name] = factory
-        return factory
-
-    return deco
-
-
-def available_rewards() -> list[str]:
-    return sorted(set(_MODULES) | set(_FACTORIES))
+_REGISTRY = Registry("reward", UnknownReward, _MODULES)
+register_reward = _REGISTRY.register
+available_rewards = _REGISTRY.names
 
 
 def load_reward(name: str, backbone=None) -> Reward:
-    if name not in _FACTORIES and name in _MODULES:
-        importlib.import_module(_MODULES[name])
-    if name not in _FACTORIES:
-        raise UnknownReward(f"unknown reward {name!r}; choose one of: {', '.join(available_rewards())}")
-    return _FACTORIES[name](backbone)
+    return _REGISTRY.get(name)(backbone)

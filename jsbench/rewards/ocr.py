@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from jsbench import JsbenchError
+from jsbench.registry import Registry
 from jsbench.rewards import register_reward
 
 __all__ = [
@@ -178,29 +179,18 @@ class OcrEngine(Protocol):
         ...
 
 
-_ENGINES: dict[str, Callable[..., OcrEngine]] = {}
+_ENGINES: Registry[Callable[..., OcrEngine]] = Registry("OCR engine", OcrUnavailable)
 _LOADED: dict[tuple, OcrEngine] = {}
-
-
-def register_engine(name: str):
-    def deco(factory):
-        _ENGINES[name] = factory
-        return factory
-
-    return deco
-
-
-def available_engines() -> list[str]:
-    return sorted(_ENGINES)
+register_engine = _ENGINES.register
+available_engines = _ENGINES.names
 
 
 def load_engine(name: str = DEFAULT_ENGINE, **options) -> OcrEngine:
     """The named engine, built once per (name, options) and cached for the process."""
-    if name not in _ENGINES:
-        raise OcrUnavailable(f"unknown OCR engine {name!r}; choose one of: {', '.join(available_engines())}")
+    factory = _ENGINES.get(name)
     key = (name, tuple(sorted(options.items())))
     if key not in _LOADED:
-        _LOADED[key] = _ENGINES[name](**options)
+        _LOADED[key] = factory(**options)
     return _LOADED[key]
 
 
