@@ -1,0 +1,65 @@
+"""The benchmark scripts run end to end on tiny settings and write their JSON (and plots), so they do not rot.
+
+They run in this process (the embedded world is built once per process), with their run caches and
+outputs in a temporary folder.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+
+
+def _script(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", SCRIPTS / f"bench_{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_baselines(tmp_path, capsys):
+    out = tmp_path / "baselines.json"
+    _script("baselines").main(["--reps", "200", "--ratios", "0.1", "10", "--sigma2", "1", "--B", "3", "64", "--K", "2",
+                               "--grad-batches", "3", "--grad-K", "2", "--grad-B", "4", "--out", str(out)])
+    data = json.loads(out.read_text())
+    assert len(data["mse_grid"]) == 4 and (tmp_path / "baselines_mse.png").stat().st_size > 0
+    big = next(r for r in data["mse_grid"] if r["B"] == 64 and r["ratio"] == 10)
+    assert big["mse"]["js"] < big["mse"]["xctx"]  # many contexts that differ a lot: js follows rloo, not xctx
+    g = data["gradient_variance"][0]
+    assert set(g["total_variance"]) == {"none", "rloo", "xctx", "js"} and g["variance_over_rloo"]["rloo"] == 1.0
+    assert "claim 'MSE(js) < MSE(rloo)" in capsys.readouterr().out
+
+
+def test_bench_sample_efficiency(tmp_path, monkeypatch):
+    mod = _script("sample_efficiency")
+    monkeypatch.setattr(mod, "CACHE", tmp_path / "cache")
+    out = tmp_path / "se.json"
+    mod.main(["--iters", "6", "--K", "2", "--seeds", "0", "--contexts", "4", "--window", "2", "--eval-seeds", "0", "--out", str(out)])
+    s = json.loads(out.read_text())["summaries"][0]
+    assert s["updates"] == 6 and set(s["curves"]) == {"none", "rloo", "xctx", "js"}
+    assert s["updates_to_rloo_final"]["rloo"] is not None  # RLOO reaches its own final by construction
+    assert (tmp_path / "se.png").stat().st_size > 0
+    # a second run reuses the cached runs
+    assert len(list((tmp_path / "cache").glob("*.json"))) == 4
+
+
+def test_bench_budgets(tmp_path, monkeypatch):
+    mod = _script("budgets")
+    monkeypatch.setattr(mod, "CACHE", tmp_path / "cache")
+    out = tmp_path / "budgets.json"
+    mod.main(["--steps", "3", "--iters", "2", "--seeds", "1", "--no-reuse", "--out", str(out)])
+    data = json.loads(out.read_text())
+    row = data["rows"][0]
+    assert row["steps"] == 3 and {"default", "global", "js"} <= set(row) and data["ceiling"]["steps"] == 200
+    assert row["js"]["origin"].startswith("trained here")
+
+
+def test_bench_cost(tmp_path):
+    out = tmp_path / "cost.json"
+    _script("cost").main(["--steps", "3", "--batches", "8", "--naive-batch", "8", "--repeats", "1", "--suite-seeds", "1", "--no-scale", "--out", str(out)])
+    data = json.loads(out.read_text())
+    assert data["machine"]["logical_cpus"] and data["analytic"][0]["per_row_over_shared_median"] > 0
+    assert {s["suite"] for s in data["suites"]} >= {"geneval"}
