@@ -31,6 +31,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from jsbench.leaderboard import write_text_atomic
 from jsbench.backbones import load_backbone  # noqa: E402
 from jsbench.evaluate import CEILING_STEPS, evaluate, resolve_schedule  # noqa: E402
 from jsbench.results import make_records  # noqa: E402
@@ -188,10 +189,7 @@ def main(argv=None) -> int:
         "ceiling": {"steps": CEILING_STEPS, "value": ceiling.value, "stderr": ceiling.stderr},
         "rows": rows, "seconds": time.perf_counter() - start,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=1))
-    tmp.replace(args.out)
+    write_text_atomic(args.out, json.dumps(record, indent=1))  # creates the folder, fsyncs, renames
     rel = lambda p: p.relative_to(ROOT) if p.is_relative_to(ROOT) else p
     print(f"\nwrote {rel(args.out)} and {rel(png)}")
     return 0

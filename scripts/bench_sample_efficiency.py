@@ -37,6 +37,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from jsbench.leaderboard import write_text_atomic
 from jsbench.train import TrainConfig, Trainer  # noqa: E402
 
 BASELINES = ["none", "rloo", "xctx", "js"]
@@ -247,10 +248,7 @@ def main(argv=None) -> int:
         "goal": {"js_over_rloo": 0.5},
         "summaries": summaries,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=1))
-    tmp.replace(args.out)
+    write_text_atomic(args.out, json.dumps(record, indent=1))  # creates the folder, fsyncs, renames
     rel = lambda p: p.relative_to(ROOT) if p.is_relative_to(ROOT) else p
     print(f"\nwrote {rel(args.out)} and {rel(png)}")
     return 0
