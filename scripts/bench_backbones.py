@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from jsbench.backbones import load_backbone  # noqa: E402
 from jsbench.backbones.tiny import TINY_KINDS, save_tiny_pipeline  # noqa: E402
 from jsbench.policy_features import full_size_config  # noqa: E402
-from jsbench.schedule import increments_from_sigmas, sigmas_from_increments  # noqa: E402
+from jsbench.schedule import floor_increments, increments_from_sigmas, sigmas_from_increments  # noqa: E402
 
 # Published configs of the full-size networks (the models' transformer/unet config.json), used only on
 # the meta device for FLOP counts. `cfg_batch` is 2 where classifier-free guidance doubles the batch.
@@ -169,9 +169,7 @@ def _per_row_schedules(default: torch.Tensor, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     alpha = 40.0 * inc / inc.sum(-1, keepdim=True)
     draws = torch._sample_dirichlet(alpha, generator=g)
-    steps = inc.shape[-1]
-    floor = 0.1 / steps
-    return sigmas_from_increments(floor + (1 - steps * floor) * draws).to(torch.float32)
+    return sigmas_from_increments(floor_increments(draws, 0.1 / inc.shape[-1])).to(torch.float32)
 
 
 def bench_one(kind: str, folder: Path, batch: int, steps: int, repeats: int, naive: bool) -> dict:

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jsbench.backbones import load_backbone  # noqa: E402
-from jsbench.schedule import increments_from_sigmas, sigmas_from_increments  # noqa: E402
+from jsbench.schedule import floor_increments, increments_from_sigmas, sigmas_from_increments  # noqa: E402
 from jsbench.suites import available_suites, load_suite  # noqa: E402
 
 
@@ -74,9 +74,7 @@ def _per_row(default: torch.Tensor, seed: int = 0) -> torch.Tensor:
     inc = increments_from_sigmas(default).double()
     g = torch.Generator().manual_seed(seed)
     draws = torch._sample_dirichlet(40.0 * inc / inc.sum(-1, keepdim=True), generator=g)
-    n = inc.shape[-1]
-    floor = 0.1 / n
-    return sigmas_from_increments(floor + (1 - n * floor) * draws).to(default.dtype)
+    return sigmas_from_increments(floor_increments(draws, 0.1 / inc.shape[-1])).to(default.dtype)
 
 
 def _batch(bb, prompts: list[str], batch: int):
