@@ -99,7 +99,10 @@ def eval_(
     schedule: str = typer.Option("default", help="default | ceiling | uniform | shift:S | policy:PATH"),
     seeds: int = typer.Option(16, help="Images (seeds) per prompt."),
     split: str = typer.Option("test", help="Prompt split: test (held out), train or all."),
+    metadata: Optional[Path] = typer.Option(None, help="GenEval evaluation_metadata.jsonl to evaluate instead of the suite's test prompts (--suite geneval; on analytic, prompts the world draws)."),
+    prompts_file: Optional[Path] = typer.Option(None, "--prompts-file", help="UTF-8 text file, one prompt of the suite a line: evaluate these instead of --split."),
     out: Path = typer.Option(Path("results/records.jsonl"), help="Records file (JSONL, appended atomically)."),
+    batch_size: int = typer.Option(512, "--batch-size", min=1, help="Images sampled per batch; finished batches survive a kill."),
     device: Optional[str] = typer.Option(None),
     progress: bool = typer.Option(True),
     processes: int = typer.Option(1, "--processes", min=1, help="Shard the prompts over N local processes (runs torchrun; needs accelerate); records are gathered and written once."),
@@ -110,17 +113,23 @@ def eval_(
 
         raise typer.Exit(launch_processes(processes))
     from jsbench.distributed import evaluate_sharded, get_context
-    from jsbench.evaluate import discard_partial, resolve_schedule
+    from jsbench.evaluate import discard_partial, items_for_prompts, read_prompts_file, resolve_schedule
     from jsbench.results import append_records, make_records
     from jsbench.suites import load_suite
 
+    if split not in ("test", "train", "all"):
+        raise JsbenchError(f"unknown split {split!r}: use test, train or all")
+    if metadata is not None and suite != "geneval":
+        raise JsbenchError(f"--metadata is GenEval's evaluation_metadata.jsonl; it applies to --suite geneval, not {suite!r}")
+    prompt_list = read_prompts_file(prompts_file) if prompts_file is not None else None  # refuse before loading weights
     ctx = get_context()
     if device is None and ctx.distributed and ctx.device.type != "cpu":
         device = str(ctx.device)  # one accelerator per process
     bb = _backbone(backbone, model, device)
-    s = load_suite(suite, bb)
+    s = load_suite(suite, bb, **({"metadata": str(metadata)} if metadata is not None else {}))
+    items = items_for_prompts(s, prompt_list, prompts_file) if prompt_list is not None else None
     source = resolve_schedule(schedule, bb, steps)
-    run = evaluate_sharded(bb, s, source, ctx, seeds_per_prompt=seeds, split=split, progress=progress, out=out)
+    run = evaluate_sharded(bb, s, source, ctx, seeds_per_prompt=seeds, split=split, progress=progress, out=out, items=items, batch_size=batch_size)
     if not ctx.is_main:
         return  # rank 0 writes the records once
     records = make_records(bb, s, source, run)

@@ -119,15 +119,17 @@ def evaluate(
     rows = [(it, s) for it in items for s in seeds]
     key = hashlib.sha256(json.dumps([backbone.name, backbone.model_id, suite.name, source.spec, source.steps, source.checksum, split, seeds]).encode()).hexdigest()[:16]
     partial = _partial_path(out, key)
-    done: dict[tuple[str, int], dict] = {}
+    # a finished score is reused only for the same prompt, seed *and* scoring rules (an edited metadata file)
+    digests = {id(it): item_digest(it) for it in items}
+    done: dict[tuple[str, int, str], dict] = {}
     if partial is not None and partial.exists():
-        for line in partial.read_text().splitlines():
+        for line in partial.read_text(errors="replace").splitlines():
             try:
                 rec = json.loads(line)
-                done[(rec["prompt"], rec["seed"])] = rec["scores"]
-            except (json.JSONDecodeError, KeyError):
+                done[(rec["prompt"], rec["seed"], rec["item"])] = rec["scores"]
+            except (json.JSONDecodeError, KeyError, TypeError):
                 continue  # the line the kill cut short is simply redone
-    todo = [r for r in rows if (r[0].prompt, r[1]) not in done]
+    todo = [r for r in rows if (r[0].prompt, r[1], digests[id(r[0])]) not in done]
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     columns = [TextColumn(f"[bold]eval {suite.name} · {source.label}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
@@ -144,13 +146,60 @@ def evaluate(
             scores = suite.score(images, [it for it, _ in chunk])
             lines = []
             for (it, s), sc in zip(chunk, scores):
-                done[(it.prompt, s)] = sc
-                lines.append(json.dumps({"prompt": it.prompt, "seed": s, "scores": sc}) + "\n")
+                done[(it.prompt, s, digests[id(it)])] = sc
+                lines.append(json.dumps({"prompt": it.prompt, "seed": s, "item": digests[id(it)], "scores": sc}) + "\n")
             if partial is not None:
                 append_lines(partial, lines)
             bar.update(task, advance=len(chunk))
-    run = EvalRun(items=items, seeds=seeds, scores=[done[(it.prompt, s)] for it, s in rows])
+    run = EvalRun(items=items, seeds=seeds, scores=[done[(it.prompt, s, digests[id(it)])] for it, s in rows])
     return run
+
+
+def item_digest(item) -> str:
+    """What an item's score depends on besides the image: its task and metadata (the scoring rules)."""
+    return hashlib.sha256(json.dumps([item.task, item.metadata], sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def read_prompts_file(path: str | Path) -> list[str]:
+    """One prompt a line, UTF-8 (a BOM is allowed); a final newline is fine, an empty line is not."""
+    path = Path(path)
+    if not path.is_file():
+        raise EvalError(f"prompts file {str(path)!r} not found")
+    prompts: list[str] = []
+    first: dict[str, int] = {}
+    for lineno, raw in enumerate(path.read_bytes().splitlines(), 1):
+        where = f"{path}:{lineno}"
+        try:
+            line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8").strip()
+        except UnicodeDecodeError as exc:
+            raise EvalError(f"{where}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); save the file as UTF-8") from None
+        if not line:
+            raise EvalError(f"{where}: empty line; give one prompt per line, with no blank lines")
+        if line in first:
+            raise EvalError(f"{where}: {line!r} repeats line {first[line]}; each prompt once (--seeds sets the images per prompt)")
+        first[line] = lineno
+        prompts.append(line)
+    if not prompts:
+        raise EvalError(f"prompts file {str(path)!r} is empty; give one prompt per line")
+    return prompts
+
+
+def items_for_prompts(suite, prompts: list[str], path: str | Path = "prompts") -> list:
+    """The suite's items for these prompts, in the file's order; a prompt the suite cannot score is
+    refused with its line (the suite's items carry what scoring needs: task and metadata)."""
+    known: dict[str, object] = {}
+    for split in ("all", "train"):
+        for it in suite.items(split):
+            known.setdefault(it.prompt, it)
+    missing = [(i, p) for i, p in enumerate(prompts, 1) if p not in known]
+    if missing:
+        lineno, prompt = missing[0]
+        more = f" (and {len(missing) - 1} more)" if len(missing) > 1 else ""
+        raise EvalError(
+            f"{path}:{lineno}: {prompt!r} is not a prompt of the {suite.name} suite{more}; "
+            f"list them with `jsbench prompts --suite {suite.name} --split all`"
+        )
+    return [known[p] for p in prompts]
 
 
 def discard_partial(out: Path | None) -> None:

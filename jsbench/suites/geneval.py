@@ -1,7 +1,8 @@
 """GenEval: compositional prompts scored by object detection with GenEval's rules.
 
-On the embedded world the prompts are the world's own six-task set (shapes for COCO classes) and the
-detector is the world's exact detector on the rendered pixels. Per image: `correct` (0/1). Aggregate:
+On the embedded world the prompts are the world's own six-task set (shapes for COCO classes), or a
+GenEval metadata file over them (`metadata=PATH`, hand-edited rules allowed), and the detector is the
+world's exact detector on the rendered pixels. Per image: `correct` (0/1). Aggregate:
 per-task means and `overall`, the mean of the six task means (GenEval's headline number).
 
 On a real backbone (`RealGenEvalSuite`) the prompts are our 553 GenEval-structured prompts
@@ -44,8 +45,39 @@ class GenEvalSuite:
         self._split = split_prompts
         self._by_prompt = {p["prompt"]: p for p in self._prompts}
 
+    _file_prompts: list[dict] | None = None  # set by `use_metadata`
+
+    def use_metadata(self, path) -> "GenEvalSuite":
+        """Evaluate on a GenEval metadata file (hand-edited rules included) instead of the world's test
+        split. Its prompts must be ones the world draws, its classes and colours the world's: a
+        detector that can never see a class would score 0 in silence, so such a line is refused."""
+        from jsbench.suites.geneval_prompts import load_metadata
+        from jsbench.world import parse_prompt
+        from jsbench.world.scenes import COLORS, SHAPES
+
+        def check(entry: dict) -> str | None:
+            try:
+                parse_prompt(entry["prompt"])
+            except JsbenchError:
+                return f"the analytic world cannot draw {entry['prompt']!r} (its prompts: `jsbench prompts --suite geneval --split all`)"
+            for field in ("include", "exclude"):
+                for i, req in enumerate(entry.get(field, [])):
+                    if req["class"] not in SHAPES:
+                        return f"{field}[{i}].class {req['class']!r} is not a shape the analytic world draws ({', '.join(SHAPES)})"
+                    if "color" in req and req["color"] not in COLORS:
+                        return f"{field}[{i}].color {req['color']!r} is not a colour of the analytic world ({', '.join(COLORS)})"
+            return None
+
+        self._file_prompts = load_metadata(path, check=check)
+        self._by_prompt = {**self._by_prompt, **{p["prompt"]: p for p in self._file_prompts}}
+        return self
+
     def items(self, split: str = "test") -> list[EvalItem]:
-        return [EvalItem(p["prompt"], p["tag"], p) for p in self._split(self._prompts, split)]
+        prompts = self._split(self._prompts, split)
+        if self._file_prompts is not None:  # like GenEval: the file is the benchmark; train never sees it
+            held = {p["prompt"] for p in self._file_prompts}
+            prompts = self._file_prompts if split in ("test", "all") else [p for p in prompts if p["prompt"] not in held]
+        return [EvalItem(p["prompt"], p["tag"], p) for p in prompts]
 
     def score(self, images: torch.Tensor, items: Sequence[EvalItem]) -> list[dict[str, float]]:
         detections = self._detect(images)
@@ -190,9 +222,12 @@ class GenEvalReward:
 
 @register_suite("geneval")
 def _suite(backbone=None, **options):
-    """The embedded world's suite on the analytic backbone (no options), else `RealGenEvalSuite`."""
+    """The embedded world's suite on the analytic backbone (no options, or only `metadata=PATH`), else
+    `RealGenEvalSuite`."""
     if _is_analytic(backbone) and not options:
         return GenEvalSuite(backbone)
+    if _is_analytic(backbone) and set(options) == {"metadata"}:
+        return GenEvalSuite(backbone).use_metadata(options["metadata"])
     return RealGenEvalSuite(backbone, **options)
 
 

@@ -192,22 +192,33 @@ def validate_entry(entry, where: str = "entry") -> dict:
     return entry
 
 
-def load_metadata(path: str | Path) -> list[dict]:
-    """GenEval's `evaluation_metadata.jsonl` (one JSON object a line; blank lines skipped)."""
+def load_metadata(path: str | Path, check=None) -> list[dict]:
+    """GenEval's `evaluation_metadata.jsonl` (one JSON object a line; blank lines skipped).
+
+    Every fault names the file and line: bytes that are not UTF-8, JSON that does not parse, an entry
+    `validate_entry` refuses, or one `check(entry)` refuses (it returns the reason, or None to accept).
+    """
     path = Path(path)
     if not path.is_file():
         raise JsbenchError(f"GenEval metadata file {str(path)!r} not found (GenEval's prompts/evaluation_metadata.jsonl)")
     out = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            if not line.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise JsbenchError(f"{where}: not valid JSON ({exc.msg})") from None
-            out.append(validate_entry(entry, where))
+    for lineno, raw in enumerate(path.read_bytes().splitlines(), 1):
+        where = f"{path}:{lineno}"
+        try:
+            line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise JsbenchError(f"{where}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); save the file as UTF-8") from None
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise JsbenchError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+        validate_entry(entry, where)
+        reason = check(entry) if check is not None else None
+        if reason:
+            raise JsbenchError(f"{where}: {reason}")
+        out.append(entry)
     if not out:
         raise JsbenchError(f"GenEval metadata file {str(path)!r} has no entries")
     return out
