@@ -269,7 +269,10 @@ def main() -> None:
     try:
         app(standalone_mode=True)
     except JsbenchError as exc:
-        err.print(f"[red]error:[/] {exc}", highlight=False)
+        from rich.markup import escape
+
+        # soft_wrap: the refusal stays ONE line in logs and narrow terminals (rich hard-wraps otherwise)
+        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
         sys.exit(2)
 
 

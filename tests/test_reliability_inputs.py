@@ -255,7 +255,6 @@ def test_missing_model_folder_from_the_cli_is_one_line(cli, tmp_path):
     one_line_error(cli("eval", "--backbone", "sd35", "--model", "/nonexistent/dir", "--no-progress"), "sd35", "/nonexistent/dir")
 
 
-@pytest.mark.xfail(strict=True, reason="jsbench/backbones/_diffusers.py says 'no pipeline folder at PATH' with no fetch command")
 def test_missing_model_folder_says_how_to_fetch_it(cli, tmp_path):
     one_line_error(cli("eval", "--backbone", "sd35", "--model", "/nonexistent/dir", "--no-progress"), "/nonexistent/dir", "hf download stabilityai/stable-diffusion-3.5-medium")
 
@@ -275,11 +274,9 @@ def _run_uncached(tmp_path, columns: str | None):
 
 def test_uncached_hub_id_from_the_cli_names_it_and_the_fetch_command(tmp_path):
     """A fresh process with an empty Hugging Face cache (HF_HOME/HF_HUB_CACHE are read at import)."""
-    # wide enough that rich does not hard-wrap this ~300-character line (see the xfail below)
     line = one_line_error(_run_uncached(tmp_path, "1000"), "black-forest-labs/FLUX.1-dev", "hf download black-forest-labs/FLUX.1-dev")
     assert str(tmp_path / "hf" / "hub") in line  # the cache it looked in is the one the environment names
 
 
-@pytest.mark.xfail(strict=True, reason="cli.main prints refusals through a rich Console that hard-wraps at 80 columns when stderr is not a terminal")
 def test_a_long_refusal_stays_one_line_in_a_log_file(tmp_path):
     one_line_error(_run_uncached(tmp_path, None), "hf download black-forest-labs/FLUX.1-dev")

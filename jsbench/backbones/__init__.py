@@ -22,6 +22,8 @@ _MODULES = {
     "sd35-large": "jsbench.backbones.sd35",
     "flux-dev": "jsbench.backbones.flux",
     "flux-schnell": "jsbench.backbones.flux",
+    # a tiny SD3 pipeline with learned weights, trained on the embedded world's renders (issue 8)
+    "scenes-dit": "jsbench.backbones.scenes_dit",
 }
 
 

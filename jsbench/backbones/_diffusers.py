@@ -73,7 +73,8 @@ def _is_hub_id(model: str) -> bool:
 
 
 def load_pipeline(
-    pipeline_cls, model: str, *, backbone: str, device: torch.device, dtype: torch.dtype, default_id: str | None = None
+    pipeline_cls, model: str, *, backbone: str, device: torch.device, dtype: torch.dtype, default_id: str | None = None,
+    hint: str | None = None,
 ):
     """`pipeline_cls.from_pretrained(model)` from a local folder or the HF cache, never from the network.
 
@@ -84,17 +85,23 @@ def load_pipeline(
     offline = _env_flag("HF_HUB_OFFLINE") or _env_flag("TRANSFORMERS_OFFLINE")
     allow_download = _env_flag("JSBENCH_ALLOW_DOWNLOAD") and not offline
     extras: dict[str, Any] = {}
+    absent: dict[str, None] = {}
     if path.is_dir():
         index = path / "model_index.json"
         if not index.is_file():
             raise BackboneWeightsMissing(f"{backbone}: {path} is not a diffusers pipeline folder (no model_index.json)")
         source = str(path)
-        class_name = json.loads(index.read_text()).get("_class_name")
+        entries = json.loads(index.read_text())
+        class_name = entries.get("_class_name")
+        # a component the folder lists as [null, null] (e.g. SD3 saved without T5) must be passed as None
+        absent = {k: None for k, v in entries.items() if not k.startswith("_") and v == [None, None]}
         if (path / "jsbench.json").is_file():
             extras = json.loads((path / "jsbench.json").read_text())
     else:
         if not _is_hub_id(model):
-            raise BackboneWeightsMissing(f"{backbone}: no pipeline folder at {model}")
+            if hint is None:
+                hint = f"fetch one with `hf download {default_id or '<hub id>'} --local-dir {model}`"
+            raise BackboneWeightsMissing(f"{backbone}: no pipeline folder at {model}; {hint}")
         source = model
         class_name = None
         if not allow_download:
@@ -107,10 +114,12 @@ def load_pipeline(
     if class_name is not None and class_name != pipeline_cls.__name__:
         raise BackboneLoadError(f"{backbone}: {model} holds a {class_name}, not the {pipeline_cls.__name__} this backbone runs")
     try:
-        pipe = pipeline_cls.from_pretrained(source, **{_dtype_kwarg(): dtype}, local_files_only=not allow_download)
+        pipe = pipeline_cls.from_pretrained(source, **{_dtype_kwarg(): dtype}, **absent, local_files_only=not allow_download)
     except (OSError, ValueError, EnvironmentError) as exc:  # incomplete cache, missing component files, ...
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if path.is_dir():
+        if hint is not None:
+            pass
+        elif path.is_dir():
             hint = f"re-create it with `hf download {default_id or '<hub id>'} --local-dir {path}`"
         else:
             hint = _fetch_hint(model)
@@ -229,6 +238,7 @@ class DiffusersBackbone:
     default_steps: int = 28
     max_steps: int = 1000
     default_guidance: float = 1.0
+    weights_hint: str | None = None  # how to restore broken weights, when not `hf download <default id>`
 
     def __init__(self, model: str | None = None, device: str | torch.device | None = None, dtype: torch.dtype | None = None):
         import diffusers
@@ -239,7 +249,7 @@ class DiffusersBackbone:
         pipeline_cls = getattr(diffusers, self.pipeline_class_name)
         self.pipe, extras = load_pipeline(
             pipeline_cls, self.model_id, backbone=self.name, device=self.device, dtype=self.dtype,
-            default_id=self.default_model_id,
+            default_id=self.default_model_id, hint=self.weights_hint,
         )
         self.vae = self.pipe.vae
         self.vae_scale_factor = 2 ** (len(self.vae.config.block_out_channels) - 1)

@@ -28,6 +28,7 @@ class AnalyticBackbone:
     name = "analytic"
     model_id = "jsbench/analytic-scenes"
     max_steps = 1000
+    draws_embedded_world = True  # its prompts and images are the embedded world's; the world's suites score them
 
     def __init__(self, device: str | None = None):
         self.device = torch.device(device or "cpu")

@@ -52,6 +52,8 @@ class Backbone(Protocol):
     dtype: torch.dtype
     max_steps: int
     """The largest step budget the backbone accepts (a policy or eval asking for more is refused)."""
+    # Optional: `draws_embedded_world = True` on a backbone that draws the embedded scene world (analytic,
+    # scenes-dit); the embedded-world suites then score it with the world's prompts and detector.
 
     @property
     def pooled_dim(self) -> int: ...

@@ -33,9 +33,9 @@ class GenEvalSuite:
     primary_metric = "correct"
 
     def __init__(self, backbone=None):
-        if backbone is not None and backbone.name != "analytic":
+        if not _is_analytic(backbone):
             raise JsbenchError(
-                f"the embedded-world geneval suite runs on the analytic backbone; use load_suite('geneval', backbone) for {backbone.name!r}"
+                f"the embedded-world geneval suite runs on backbones that draw the embedded world (analytic, scenes-dit); use load_suite('geneval', backbone) for {backbone.name!r}"
             )
         from jsbench.world.detect import detect
         from jsbench.world.scenes import make_prompts, split_prompts
@@ -96,7 +96,10 @@ class GenEvalSuite:
 
 
 def _is_analytic(backbone) -> bool:
-    return backbone is None or getattr(backbone, "name", None) == "analytic"
+    """Whether the backbone draws the embedded scene world (`analytic`, and `scenes-dit`, trained on its
+    renders): its images are scored by the world's own prompts and exact detector. Backbones say so
+    with the protocol's optional attribute `draws_embedded_world = True`."""
+    return backbone is None or bool(getattr(backbone, "draws_embedded_world", False))
 
 
 class RealGenEvalSuite:
