@@ -3,6 +3,8 @@
 per prompt and the 200-step ceiling at N = 3, 4, 5 on the held-out prompts.
 
     python scripts/calibrate_world.py [--search-seeds 16] [--report-seeds 16] [--steps 3 4 5]
+    python scripts/calibrate_world.py --backbone scenes-dit --search-seeds 8 --grid-points 10 --shifts 12 \
+        --random-count 40 --ceiling-steps 50 --out bench/results/calibration-scenes-dit.json
 
 Global and per-prompt schedules are chosen on search seeds and reported on fresh seeds. Writes
 bench/results/calibration.json. Takes about 10-20 minutes on 2 cores.
@@ -16,12 +18,12 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+import torch
 from rich.console import Console
 from rich.table import Table
 
 from jsbench.backbones import load_backbone
 from jsbench.leaderboard import write_text_atomic
-from jsbench.schedule import uniform_sigmas
 from jsbench.world.calibration import calibrate_budget, score_grid
 from jsbench.world.scenes import make_prompts, split_prompts
 
@@ -32,20 +34,26 @@ def main() -> None:
     parser.add_argument("--search-seeds", type=int, default=16)
     parser.add_argument("--report-seeds", type=int, default=16)
     parser.add_argument("--out", type=Path, default=Path("bench/results/calibration.json"))
+    parser.add_argument("--backbone", default="analytic", help="any backbone that draws the embedded world (analytic, scenes-dit)")
+    parser.add_argument("--ceiling-steps", type=int, default=200)
+    parser.add_argument("--grid-points", type=int, default=20, help="N=3 candidates: every pair of this many interior points")
+    parser.add_argument("--shifts", type=int, default=24, help="shifted-grid candidates")
+    parser.add_argument("--random-count", type=int, default=120, help="N>3 candidates: Dirichlet draws")
     args = parser.parse_args()
     console = Console()
-    backbone = load_backbone("analytic")
+    backbone = load_backbone(args.backbone)
+    candidates = dict(grid_points=args.grid_points, shifts=args.shifts, random_count=args.random_count)
     metas = split_prompts(make_prompts(), "test")
     search = list(range(10_000, 10_000 + args.search_seeds))
     report = list(range(20_000, 20_000 + args.report_seeds))
     start = time.perf_counter()
-    ceiling = float(score_grid(backbone, metas, report, uniform_sigmas(200)).mean())
+    ceiling = float(score_grid(backbone, metas, report, backbone.default_sigmas(args.ceiling_steps, torch.zeros(1, 1)).cpu()).mean())
     rows = []
     for n in args.steps:
-        rows.append(calibrate_budget(backbone, metas, n, search, report, ceiling))
+        rows.append(calibrate_budget(backbone, metas, n, search, report, ceiling, candidates))
         console.print(f"N={n} done ({time.perf_counter() - start:.0f} s)", style="dim")
-    table = Table(title=f"analytic world calibration · {len(metas)} held-out prompts × {len(report)} seeds (GenEval correct)")
-    for col in ("N", "default", "uniform", "shift 3", "searched global", "searched per prompt", "per-prompt − global", "ceiling (200)"):
+    table = Table(title=f"{args.backbone} calibration · {len(metas)} held-out prompts × {len(report)} seeds (GenEval correct)")
+    for col in ("N", "default", "uniform", "shift 3", "searched global", "searched per prompt", "per-prompt − global", f"ceiling ({args.ceiling_steps})"):
         table.add_column(col)
     for r in rows:
         table.add_row(
@@ -54,7 +62,9 @@ def main() -> None:
         )
     console.print(table)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(args.out, json.dumps({"rows": [asdict(r) for r in rows], "seconds": time.perf_counter() - start}, indent=2) + "\n")
+    payload = {"backbone": args.backbone, "ceiling_steps": args.ceiling_steps, "candidates": candidates,
+               "rows": [asdict(r) for r in rows], "seconds": time.perf_counter() - start}
+    write_text_atomic(args.out, json.dumps(payload, indent=2) + "\n")
     console.print(f"wrote {args.out}")
 
 

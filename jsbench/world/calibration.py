@@ -18,12 +18,13 @@ from jsbench.schedule import shifted_sigmas, sigmas_from_increments, uniform_sig
 from jsbench.world.detect import detect
 
 
-def candidate_schedules(steps: int, random_count: int = 120, seed: int = 0) -> torch.Tensor:
+def candidate_schedules(steps: int, random_count: int = 120, seed: int = 0, grid_points: int = 20, shifts: int = 24) -> torch.Tensor:
     """[C, N+1]: uniform, shifted grids, every pair of interior points on a grid for N = 3 (every
-    point for N = 2), and seeded Dirichlet draws around uniform for larger N."""
+    point for N = 2), and seeded Dirichlet draws around uniform for larger N. The defaults give 215
+    candidates at N = 3; a neural backbone affords fewer (`grid_points`, `shifts`, `random_count`)."""
     rows = [uniform_sigmas(steps)[0]]
-    rows += [shifted_sigmas(steps, float(s))[0] for s in torch.logspace(-1.3, 1.0, 24, dtype=torch.float64)]
-    grid = torch.linspace(0.04, 0.96, 20).tolist()
+    rows += [shifted_sigmas(steps, float(s))[0] for s in torch.logspace(-1.3, 1.0, shifts, dtype=torch.float64)]
+    grid = torch.linspace(0.04, 0.96, grid_points).tolist()
     if steps == 2:
         rows += [torch.tensor([1.0, t, 0.0]) for t in grid]
     elif steps == 3:
@@ -73,12 +74,14 @@ def _stderr(x: torch.Tensor) -> float:
     return float(x.std(unbiased=True) / math.sqrt(x.numel())) if x.numel() > 1 else float("nan")
 
 
-def calibrate_budget(backbone, metas, steps: int, search_seeds: list[int], report_seeds: list[int], ceiling: float) -> BudgetRow:
-    cands = candidate_schedules(steps)
+def calibrate_budget(
+    backbone, metas, steps: int, search_seeds: list[int], report_seeds: list[int], ceiling: float, candidates: dict | None = None
+) -> BudgetRow:
+    cands = candidate_schedules(steps, **(candidates or {}))
     search = score_grid(backbone, metas, search_seeds, cands).mean(-1)  # [C, P]
     best_global = int(search.mean(1).argmax())
     best_per_prompt = search.argmax(0)  # [P]
-    fixed = torch.stack([backbone.default_sigmas(steps, torch.zeros(1, 1))[0], uniform_sigmas(steps)[0], shifted_sigmas(steps, 3.0)[0], cands[best_global]])
+    fixed = torch.stack([backbone.default_sigmas(steps, torch.zeros(1, 1))[0].cpu(), uniform_sigmas(steps)[0], shifted_sigmas(steps, 3.0)[0], cands[best_global]])
     report_fixed = score_grid(backbone, metas, report_seeds, fixed).mean(-1)  # [4, P]
     per_prompt = torch.stack(
         [score_grid(backbone, [m], report_seeds, cands[int(best_per_prompt[p])][None])[0, 0].mean() for p, m in enumerate(metas)]
