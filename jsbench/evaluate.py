@@ -4,7 +4,8 @@ Schedule sources (`--schedule`):
   default          the backbone's own default schedule
   policy:PATH      a trained policy (instance-level or global), its deterministic Dirichlet-mean schedule
   uniform          uniform flow-time steps;  shift:S  the SD3/Flux shift S applied to them
-  ceiling          the default schedule at `CEILING_STEPS` steps (the many-step teacher analogue)
+  ceiling          the default schedule at `CEILING_STEPS` steps, or the backbone's `ceiling_steps`
+                   (the many-step teacher analogue)
 Per-image scores of an interrupted run are kept in a side file and skipped on rerun, so an evaluation
 killed part-way loses nothing.
 """
@@ -56,7 +57,8 @@ def resolve_schedule(spec: str, backbone, steps: int) -> ScheduleSource:
     if kind == "default":
         return ScheduleSource(spec, "default", steps, lambda x, c: backbone.default_sigmas(steps, x))
     if kind == "ceiling":
-        n = int(arg) if arg else CEILING_STEPS
+        # a backbone may name its own many-step reference (`ceiling_steps`, e.g. scenes-dit's 50)
+        n = int(arg) if arg else int(getattr(backbone, "ceiling_steps", CEILING_STEPS))
         return ScheduleSource(spec, f"ceiling ({n} steps)", n, lambda x, c: backbone.default_sigmas(n, x))
     if kind == "uniform":
         return ScheduleSource(spec, "uniform", steps, lambda x, c: uniform_sigmas(steps, x.shape[0], x.dtype, x.device))

@@ -8,7 +8,7 @@ the same seeds; the ceiling once. Reported: GenEval overall ± stderr, the paire
 default, and the gap recovered, (method - default) / (ceiling - default).
 
 Policies: policies/analytic/global-nN and js-nN are reused where shipped (their training settings are
-recorded in the JSON); other budgets are trained here with scripts/train_analytic.sh's settings (B=16,
+recorded in the JSON); other budgets are trained here with scripts/train_policies.sh's settings (B=16,
 K=4, lr 0.01, seed 0, --iters) and cached under runs/bench-budgets/ (--retrain to redo, --no-reuse to
 train every budget here).
 

@@ -3,7 +3,7 @@
 
 Every baseline trains the same instance policy from the same initialisation on the same contexts (a
 run's contexts and draws come from (seed, update) only), so curves differ only through the baseline.
-Settings follow scripts/train_analytic.sh (geneval reward and prompts, B = 16, lr 0.01) at 3 steps,
+Settings follow scripts/train_policies.sh (geneval reward and prompts, B = 16, lr 0.01) at 3 steps,
 for K = 2 and K = 4, 3 seeds each. Reported per (K, baseline):
 - the training reward curve (mean over the B*K sampled schedules of each update), averaged over seeds
   and smoothed with a centred window (no lag);

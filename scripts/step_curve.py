@@ -1,0 +1,64 @@
+#!/usr/bin/env python
+"""GenEval correctness of a backbone's own default schedule at each step budget, on the held-out prompts.
+
+The few-step vs many-step table of a backbone that draws the embedded world: where its default
+sampler fails, and the budget at which it stops improving (its ceiling).
+
+    python scripts/step_curve.py --backbone scenes-dit --steps 3 4 5 8 14 28 50 100 --seeds 4
+
+Writes bench/results/step-curve-<backbone>.json (same seeds for every budget, so differences are paired).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from pathlib import Path
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+from jsbench.backbones import load_backbone
+from jsbench.leaderboard import write_text_atomic
+from jsbench.world.calibration import score_grid
+from jsbench.world.scenes import make_prompts, split_prompts
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backbone", default="scenes-dit")
+    parser.add_argument("--steps", type=int, nargs="+", default=[3, 4, 5, 8, 14, 28, 50, 100])
+    parser.add_argument("--seeds", type=int, default=4)
+    parser.add_argument("--chunk", type=int, default=128, help="images per sampler call")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    out = args.out or Path(f"bench/results/step-curve-{args.backbone}.json")
+    console = Console()
+    backbone = load_backbone(args.backbone)
+    metas = split_prompts(make_prompts(), "test")
+    seeds = list(range(30_000, 30_000 + args.seeds))
+    rows = []
+    for n in args.steps:
+        start = time.perf_counter()
+        sig = backbone.default_sigmas(n, torch.zeros(1, 1)).cpu()
+        correct = score_grid(backbone, metas, seeds, sig, chunk=args.chunk)[0]  # [P, S]
+        per_prompt = correct.mean(-1)
+        stderr = float(per_prompt.std(unbiased=True) / math.sqrt(per_prompt.numel()))
+        rows.append({"steps": n, "correct": float(correct.mean()), "stderr": stderr, "seconds": time.perf_counter() - start,
+                     "sigmas": [round(float(v), 4) for v in sig[0]]})
+        console.print(f"{n:>4} steps: {rows[-1]['correct']:.3f} ± {stderr:.3f}  ({rows[-1]['seconds']:.0f} s)")
+    table = Table(title=f"{args.backbone}: default schedule by step budget · {len(metas)} held-out prompts × {len(seeds)} seeds")
+    table.add_column("steps")
+    table.add_column("GenEval correct")
+    for r in rows:
+        table.add_row(str(r["steps"]), f"{r['correct']:.3f} ± {r['stderr']:.3f}")
+    console.print(table)
+    write_text_atomic(out, json.dumps({"backbone": args.backbone, "model_id": backbone.model_id, "seeds": seeds, "rows": rows}, indent=2) + "\n")
+    console.print(f"wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
