@@ -91,14 +91,32 @@ def run_compare(
         return result
     # the leaderboard files hold every (backbone, steps) table recorded so far, fresh ones included
     all_tables = build_tables(read_records(records_path), suite.name, metric)
-    figures = write_figures(backbone, suite, plotted, policies_dir, leaderboard_dir) if plots else []
+    fresh = write_figures(backbone, suite, plotted, policies_dir, leaderboard_dir) if plots else []
+    # the page links every backbone's figures on disk, not only this run's (its tables cover them all)
+    figures = figure_links(leaderboard_dir, suite.name)
     extra = "\n".join(f"### {title}\n\n![{title}]({path.relative_to(leaderboard_dir)})\n" for title, path in figures)
     md = leaderboard_dir / f"{suite.name}.md"
     csv_path = leaderboard_dir / f"{suite.name}.csv"
     write_text_atomic(md, render_markdown(all_tables, suite.name, metric, command, extra=("## Figures\n\n" + extra) if extra else ""))
     write_text_atomic(csv_path, render_csv(all_tables))
-    result.written = [md, csv_path, *(p for _, p in figures)]
+    result.written = [md, csv_path, *(p for _, p in fresh)]
     return result
+
+
+_FIGURE_KINDS = ("schedules", "images", "training")
+
+
+def figure_links(leaderboard_dir: Path, suite: str) -> list[tuple[str, Path]]:
+    """(title, path) of every `figures/<suite>-<backbone>-n<steps>-<kind>.png`, by backbone, budget, kind."""
+    found = []
+    for path in (Path(leaderboard_dir) / "figures").glob(f"{suite}-*-n*-*.png"):
+        head, _, kind = path.stem.rpartition("-")
+        name, _, budget = head.rpartition("-n")
+        backbone = name[len(suite) + 1 :]
+        if kind in _FIGURE_KINDS and budget.isdigit() and backbone:
+            title = f"{backbone} · {budget} steps · {kind}" + (" (seed 0)" if kind == "images" else "")  # write_figures' grid seed
+            found.append(((backbone, int(budget), _FIGURE_KINDS.index(kind)), title, path))
+    return [(title, path) for _, title, path in sorted(found, key=lambda f: f[0])]
 
 
 def write_figures(backbone, suite, sources_by_steps: dict[int, list], policies_dir: Path, leaderboard_dir: Path) -> list[tuple[str, Path]]:

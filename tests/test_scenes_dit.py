@@ -171,3 +171,17 @@ def test_step_curve_script_writes_its_table(tmp_path):
     mod.main(["--backbone", "scenes-dit", "--steps", "2", "4", "--seeds", "1", "--out", str(out)])
     rows = json.loads(out.read_text())["rows"]
     assert [r["steps"] for r in rows] == [2, 4] and all(0 <= r["correct"] <= 1 for r in rows)
+
+
+def test_leaderboard_page_links_every_backbones_figures(tmp_path):
+    """A compare on one backbone rewrites geneval.md, whose tables cover every backbone: so must its figures."""
+    from jsbench.compare import figure_links
+
+    figs = tmp_path / "figures"
+    figs.mkdir()
+    for name in ["geneval-scenes-dit-n3-images", "geneval-analytic-n5-schedules", "geneval-analytic-n3-training",
+                 "geneval-analytic-n3-schedules", "ocr-analytic-n3-images", "geneval-notes"]:
+        (figs / f"{name}.png").write_bytes(b"png")
+    titles = [t for t, _ in figure_links(tmp_path, "geneval")]
+    assert titles == ["analytic · 3 steps · schedules", "analytic · 3 steps · training", "analytic · 5 steps · schedules",
+                      "scenes-dit · 3 steps · images (seed 0)"]
