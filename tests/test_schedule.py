@@ -37,8 +37,10 @@ simplex_rows = st.integers(1, 40).flatmap(
 @given(simplex_rows, st.sampled_from([torch.float32, torch.float64]))
 def test_every_floored_simplex_point_is_a_valid_schedule(rows, dtype):
     # any point of the simplex, including its faces (zeros), becomes a valid schedule after the floor
-    d = torch.tensor(rows, dtype=dtype)
-    d = d / d.sum(-1, keepdim=True)
+    # normalised in float64, then cast: a row like [0, ..., 5e-202] is a simplex point in float64 but
+    # all zeros (not a simplex point) if built in float32 first
+    d = torch.tensor(rows, dtype=torch.float64)
+    d = (d / d.sum(-1, keepdim=True)).to(dtype)
     steps = d.shape[-1]
     inc = floor_increments(d, default_floor(steps))
     sigmas = sigmas_from_increments(inc)
