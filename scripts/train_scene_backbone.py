@@ -54,19 +54,6 @@ DEFAULT_STEPS = 28
 
 
 # ---- text side ------------------------------------------------------------------------------------------
-def _byte_symbols() -> list[str]:
-    """GPT-2/CLIP's printable stand-ins for the 256 bytes (what a byte-level BPE emits)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return [chr(c) for c in cs]
-
-
 def world_words() -> list[str]:
     import re
 
@@ -79,8 +66,10 @@ def build_tokenizer():
     """A CLIP BPE tokenizer whose merges spell every world word as ONE token; other text falls back to bytes."""
     from transformers import CLIPTokenizer
 
+    from jsbench.backbones.tiny import _bytes_to_unicode
+
     vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
-    for ch in _byte_symbols():
+    for ch in _bytes_to_unicode().values():  # every byte's printable stand-in: any text tokenizes
         vocab.setdefault(ch, len(vocab))
         vocab.setdefault(ch + "</w>", len(vocab))
     merges: list[tuple[str, str]] = []

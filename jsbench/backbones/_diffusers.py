@@ -117,12 +117,8 @@ def load_pipeline(
         pipe = pipeline_cls.from_pretrained(source, **{_dtype_kwarg(): dtype}, **absent, local_files_only=not allow_download)
     except (OSError, ValueError, EnvironmentError) as exc:  # incomplete cache, missing component files, ...
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if hint is not None:
-            pass
-        elif path.is_dir():
-            hint = f"re-create it with `hf download {default_id or '<hub id>'} --local-dir {path}`"
-        else:
-            hint = _fetch_hint(model)
+        if hint is None:
+            hint = f"re-create it with `hf download {default_id or '<hub id>'} --local-dir {path}`" if path.is_dir() else _fetch_hint(model)
         raise BackboneWeightsMissing(f"{backbone}: could not load {model} ({first[:160]}); {hint}") from exc
     pipe.set_progress_bar_config(disable=True)
     # Without `accelerate`, diffusers 0.42 leaves some models (SD3's transformer) wholly in the checkpoint's
