@@ -185,16 +185,30 @@ def _budget(args) -> None:
         raise Stop
 
 
+def _resume(path: Path, opt, **modules) -> int:
+    """Load a stage's checkpoint into its modules and optimizer; the step to continue from (0: none)."""
+    state = load_checkpoint(path)
+    if state is None:
+        return 0
+    for key, module in modules.items():
+        module.load_state_dict(state[key])
+    opt.load_state_dict(state["opt"])
+    return state["step"]
+
+
+def _end_of_update(args, step: int, total: int, path: Path, opt, **modules) -> None:
+    """Checkpoint atomically (every --checkpoint-every, at the end, and before --stop-after stops), then count the update."""
+    last = args.stop_after is not None and args.updates_done + 1 >= args.stop_after
+    if (step + 1) % args.checkpoint_every == 0 or step + 1 == total or last:
+        save_atomic({**{k: m.state_dict() for k, m in modules.items()}, "opt": opt.state_dict(), "step": step + 1}, path)
+    _budget(args)
+
+
 def train_vae(args, data: SceneData, work: Path):
     vae = build_vae(args.seed)
     opt = torch.optim.AdamW(vae.parameters(), lr=args.vae_lr, weight_decay=0.0)
     path = work / "vae.pt"
-    state = load_checkpoint(path)
-    start = 0
-    if state is not None:
-        vae.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        start = state["step"]
+    start = _resume(path, opt, model=vae)
     vae.train()
     bar = tqdm(range(start, args.vae_steps), desc="vae", initial=start, total=args.vae_steps, disable=not args.progress)
     for step in bar:
@@ -212,10 +226,7 @@ def train_vae(args, data: SceneData, work: Path):
         loss.backward()
         opt.step()
         bar.set_postfix(l1=f"{l1.item():.4f}", kl=f"{kl.item():.3f}")
-        last = args.stop_after is not None and args.updates_done + 1 >= args.stop_after
-        if (step + 1) % args.checkpoint_every == 0 or step + 1 == args.vae_steps or last:
-            save_atomic({"model": vae.state_dict(), "opt": opt.state_dict(), "step": step + 1}, path)
-        _budget(args)
+        _end_of_update(args, step, args.vae_steps, path, opt, model=vae)
     return vae.eval().requires_grad_(False)
 
 
@@ -236,12 +247,7 @@ def train_decoder(args, data: SceneData, vae, work: Path):
     decoder = [vae.decoder] + ([vae.post_quant_conv] if vae.post_quant_conv is not None else [])
     params = [p.requires_grad_(True) for m in decoder for p in m.parameters()]
     opt = torch.optim.AdamW(params, lr=args.decoder_lr, weight_decay=0.0)
-    state = load_checkpoint(path)
-    start = 0
-    if state is not None:
-        vae.load_state_dict(state["model"])
-        opt.load_state_dict(state["opt"])
-        start = state["step"]
+    start = _resume(path, opt, model=vae)
     bar = tqdm(range(start, args.decoder_steps), desc="decoder", initial=start, total=args.decoder_steps, disable=not args.progress)
     for step in bar:
         _, images = data.batch(step, args.vae_batch, stream=4)
@@ -255,10 +261,7 @@ def train_decoder(args, data: SceneData, vae, work: Path):
         loss.backward()
         opt.step()
         bar.set_postfix(l1=f"{loss.item():.4f}")
-        last = args.stop_after is not None and args.updates_done + 1 >= args.stop_after
-        if (step + 1) % args.checkpoint_every == 0 or step + 1 == args.decoder_steps or last:
-            save_atomic({"model": vae.state_dict(), "opt": opt.state_dict(), "step": step + 1}, path)
-        _budget(args)
+        _end_of_update(args, step, args.decoder_steps, path, opt, model=vae)
     return vae.eval().requires_grad_(False)
 
 
@@ -301,13 +304,7 @@ def train_dit(args, data: SceneData, dataset, text, work: Path):
     ema.requires_grad_(False)
     opt = torch.optim.AdamW(transformer.parameters(), lr=args.dit_lr, weight_decay=0.0)
     path = work / "dit.pt"
-    state = load_checkpoint(path)
-    start = 0
-    if state is not None:
-        transformer.load_state_dict(state["model"])
-        ema.load_state_dict(state["ema"])
-        opt.load_state_dict(state["opt"])
-        start = state["step"]
+    start = _resume(path, opt, model=transformer, ema=ema)
     embeds, pooled = text
     uncond = len(data.prompts)  # index of "" in the text tables
     latents, prompt_index = dataset["latents"], dataset["prompt_index"]
@@ -340,10 +337,7 @@ def train_dit(args, data: SceneData, dataset, text, work: Path):
                 e.lerp_(p, 1 - decay)
         running = loss.item() if running is None else 0.98 * running + 0.02 * loss.item()
         bar.set_postfix(loss=f"{running:.4f}")
-        last = args.stop_after is not None and args.updates_done + 1 >= args.stop_after
-        if (step + 1) % args.checkpoint_every == 0 or step + 1 == args.dit_steps or last:
-            save_atomic({"model": transformer.state_dict(), "ema": ema.state_dict(), "opt": opt.state_dict(), "step": step + 1}, path)
-        _budget(args)
+        _end_of_update(args, step, args.dit_steps, path, opt, model=transformer, ema=ema)
     return ema.eval()
 
 
