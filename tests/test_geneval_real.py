@@ -4,6 +4,7 @@ suite's scoring and aggregates. Nothing is downloaded."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from types import SimpleNamespace
@@ -17,7 +18,20 @@ from jsbench.rewards.detectors import ColorClassifier, MMDetDetector, OwlDetecto
 from jsbench.rewards.geneval import Detection
 from jsbench.suites import load_suite
 from jsbench.suites.geneval import GenEvalSuite, RealGenEvalSuite
-from jsbench.suites.geneval_prompts import COCO_CLASSES, COLORS, TASK_SIZES, load_metadata, make_geneval_prompts, plural, validate_entry
+from jsbench.suites.geneval_prompts import (
+    COCO_CLASSES,
+    COLORS,
+    OFFICIAL_SHA256,
+    TASK_SIZES,
+    load_metadata,
+    make_geneval_prompts,
+    metadata_jsonl,
+    plural,
+    prompt_set_hash,
+    rules_key,
+    split_geneval_prompts,
+    validate_entry,
+)
 
 REAL = SimpleNamespace(name="sdxl", device=torch.device("cpu"))
 
@@ -25,27 +39,46 @@ REAL = SimpleNamespace(name="sdxl", device=torch.device("cpu"))
 # ------------------------------------------------------------------------------------------ prompts
 
 
-def test_generator_has_genevals_structure():
-    prompts = make_geneval_prompts()
-    assert len(prompts) == 553 and Counter(p["tag"] for p in prompts) == TASK_SIZES
+def test_generator_reproduces_the_official_file_byte_for_byte():
+    prompts = make_geneval_prompts()  # seed 43, GenEval's
+    text = metadata_jsonl(prompts)
+    assert hashlib.sha256(text.encode()).hexdigest() == OFFICIAL_SHA256 == prompt_set_hash(prompts)
+    assert text.count("\n") == 553 and Counter(p["tag"] for p in prompts) == TASK_SIZES
     assert len(set(COCO_CLASSES)) == 80 and len(COLORS) == 10
-    assert len({p["prompt"] for p in prompts}) == 553
     assert make_geneval_prompts() == prompts and make_geneval_prompts(1) != prompts
     for p in prompts:
         validate_entry(p)
     by_tag = {t: [p for p in prompts if p["tag"] == t] for t in TASK_SIZES}
     assert {p["include"][0]["class"] for p in by_tag["single_object"]} == set(COCO_CLASSES)
-    assert by_tag["single_object"][0]["prompt"] == "a photo of a person"
+    assert by_tag["single_object"][0]["prompt"] == "a photo of a bench"  # a permutation, not COCO order
     for p in by_tag["counting"]:
         n = p["include"][0]["count"]
         assert 2 <= n <= 4 and p["exclude"] == [{"class": p["include"][0]["class"], "count": n + 1}]
         assert p["prompt"] == f"a photo of {['two', 'three', 'four'][n - 2]} {plural(p['include'][0]['class'])}"
     for p in by_tag["position"]:
-        a, b = p["include"]
-        assert b["position"][1] == 0 and p["prompt"].endswith(f"{b['position'][0]} {'an' if a['class'][0] in 'aeiou' else 'a'} {a['class']}")
+        b, a = p["include"]
+        assert a["position"][1] == 0 and p["prompt"].endswith(f"{a['position'][0]} {'an' if b['class'][0] in 'aeiou' else 'a'} {b['class']}")
+    for p in by_tag["colors"] + by_tag["color_attr"]:
+        assert all(r["class"] != "person" for r in p["include"])
     for p in by_tag["color_attr"]:
         assert len({r["color"] for r in p["include"]}) == 2
-    assert plural("bus") == "buses" and plural("person") == "people" and plural("wine glass") == "wine glasses"
+    # GenEval's suffix rule, not English
+    assert [plural(c) for c in ("bus", "person", "sheep", "knife", "toothbrush", "bench")] == ["buses", "persons", "sheeps", "knifes", "toothbrushs", "benchs"]
+
+
+def test_training_prompts_never_share_a_test_items_rules():
+    test = make_geneval_prompts()
+    train = split_geneval_prompts(test, "train")
+    held = {rules_key(p) for p in test}
+    assert train and not held & {rules_key(p) for p in train}
+    assert len({rules_key(p) for p in train}) == len(train)
+    assert not {p["tag"] for p in train} & {"single_object"}  # every single-object rule is a test item
+    # the same rules under another spelling or order are the same item
+    swapped = {"tag": "two_object", "include": test[80]["include"][::-1], "prompt": "another spelling"}
+    assert rules_key(swapped) in held
+    position = next(p for p in test if p["tag"] == "position")
+    assert rules_key({**position, "include": position["include"][::-1]}) not in held  # order carries the relation
+    assert split_geneval_prompts(test, "train", train_seeds=(0, 1))[: len(train)] == train
 
 
 def test_load_official_metadata_and_malformed_lines(tmp_path):

@@ -20,6 +20,21 @@ MAX_OBJECTS = 16
 POSITION_MARGIN = 0.1
 TASKS = ("single_object", "two_object", "counting", "colors", "position", "color_attr")
 RELATIONS = ("left of", "right of", "above", "below")
+# GenEval's object names (its object_names.txt): the 80 COCO classes in COCO's label order, so a closed-set
+# COCO detector's label i is CLASSES[i]. Its ten colour names, in the order its colour classifier uses.
+CLASSES: tuple[str, ...] = (
+    "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck", "boat",
+    "traffic light", "fire hydrant", "stop sign", "parking meter", "bench", "bird", "cat", "dog",
+    "horse", "sheep", "cow", "elephant", "bear", "zebra", "giraffe", "backpack", "umbrella",
+    "handbag", "tie", "suitcase", "frisbee", "skis", "snowboard", "sports ball", "kite",
+    "baseball bat", "baseball glove", "skateboard", "surfboard", "tennis racket", "bottle",
+    "wine glass", "cup", "fork", "knife", "spoon", "bowl", "banana", "apple", "sandwich", "orange",
+    "broccoli", "carrot", "hot dog", "pizza", "donut", "cake", "chair", "couch", "potted plant",
+    "bed", "dining table", "toilet", "tv", "laptop", "computer mouse", "tv remote",
+    "computer keyboard", "cell phone", "microwave", "oven", "toaster", "sink", "refrigerator",
+    "book", "clock", "vase", "scissors", "teddy bear", "hair drier", "toothbrush",
+)  # fmt: skip
+COLORS: tuple[str, ...] = ("red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "black", "white")
 
 
 @dataclass(frozen=True)

@@ -115,13 +115,15 @@ class RealGenEvalSuite:
         detector=None,
         color_model: str | None = None,
         color_classifier=None,
-        seed: int = 0,
+        seed: int | None = None,
+        train_seeds=None,
         device=None,
     ):
-        from jsbench.suites.geneval_prompts import load_metadata, make_geneval_prompts
+        from jsbench.suites.geneval_prompts import OFFICIAL_SEED, TRAIN_SEEDS, load_metadata, make_geneval_prompts
 
+        seed = OFFICIAL_SEED if seed is None else seed
         self._prompts = load_metadata(metadata) if metadata is not None else make_geneval_prompts(seed)
-        self._seed = seed
+        self._train_seeds = tuple(train_seeds) if train_seeds is not None else tuple(s for s in TRAIN_SEEDS if s != seed) or (seed + 1,)
         self._by_prompt = {p["prompt"]: p for p in self._prompts}
         self._detector_spec = detector
         self._detector = None if detector is None or isinstance(detector, str) else detector
@@ -148,14 +150,14 @@ class RealGenEvalSuite:
     def items(self, split: str = "test") -> list[EvalItem]:
         from jsbench.suites.geneval_prompts import split_geneval_prompts
 
-        return [EvalItem(p["prompt"], p["tag"], p) for p in split_geneval_prompts(self._prompts, split, self._seed)]
+        return [EvalItem(p["prompt"], p["tag"], p) for p in split_geneval_prompts(self._prompts, split, self._train_seeds)]
 
     def metadata(self, prompt: str) -> dict:
         meta = self._by_prompt.get(prompt)
         if meta is None:
             from jsbench.suites.geneval_prompts import split_geneval_prompts
 
-            for p in split_geneval_prompts(self._prompts, "train", self._seed):
+            for p in split_geneval_prompts(self._prompts, "train", self._train_seeds):
                 self._by_prompt.setdefault(p["prompt"], p)
             meta = self._by_prompt.get(prompt)
         if meta is None:

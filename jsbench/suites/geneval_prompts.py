@@ -1,153 +1,179 @@
-"""GenEval prompts for real backbones: our own seeded generator, and a loader for the official file.
+"""GenEval prompts for real backbones: GenEval's own generator, re-implemented, and a loader for its file.
 
-The generator is written from GenEval's published structure (Ghosh et al., 2023), not copied from its
-data: the 80 COCO classes (GenEval's spellings, e.g. "tv remote", "computer keyboard"), ten colours,
-counts 2-4, four relations, and 553 prompts in six tasks -- single_object 80, two_object 99, counting
-80, colors 94, position 100, color_attr 100 -- with GenEval's templates:
+`make_geneval_prompts(43)` is GenEval's prompts/evaluation_metadata.jsonl, byte for byte once
+serialised by `metadata_jsonl` (553 lines, sha256 `OFFICIAL_SHA256`). It follows the draw order of
+GenEval's prompts/create_prompts.py (Ghosh et al., 2023) on numpy's `default_rng(seed)`:
 
-    single_object  a photo of a {cls}
-    two_object     a photo of a {cls_a} and a {cls_b}
-    counting       a photo of {num} {cls_plural}            include count=num, exclude count=num+1
-    colors         a photo of a {color} {cls}
-    position       a photo of a {cls_b} {relation} a {cls_a}  include [a, b at (relation, 0)]
-    color_attr     a photo of a {color_a} {cls_a} and a {color_b} {cls_b}
+    single_object  every class once, in the order of one permutation        a photo of a {cls}
+    two_object     100 draws of 2 distinct classes                          a photo of a {a} and a {b}
+    counting       100 draws: a class, then a count in 2..4                 a photo of {num} {plural(cls)}
+                   (include count=num, exclude count=num+1)
+    colors         100 draws: a class other than "person", then a colour     a photo of a {color} {cls}
+    position       100 draws: 2 distinct classes, then a relation           a photo of a {a} {rel} a {b}
+                   (include [b, a at (rel, 0)])
+    color_attr     100 draws: 2 distinct classes other than "person", then 2 distinct colours
+                                                                            a photo of a {ca} {a} and a {cb} {b}
 
-("a" becomes "an" before a vowel.) Each prompt is a GenEval metadata dict (tag, prompt, include,
-exclude?), the same shape `load_metadata` reads from GenEval's `evaluation_metadata.jsonl`.
+then drops repeated entries (80 / 99 / 80 / 94 / 100 / 100 remain for seed 43). "a" becomes "an"
+before a vowel, and plurals are GenEval's suffix rule ("buses", "persons", "sheeps", "knifes").
+Each prompt is a GenEval metadata dict with GenEval's key order (tag, include, exclude?, prompt), the
+shape `load_metadata` reads from any `evaluation_metadata.jsonl`.
+
+Training prompts come from the same generator under other seeds (`TRAIN_SEEDS`), minus every prompt
+whose scoring rules equal a test entry's (`rules_key`: tag, include and exclude groups, in any
+order where order carries no meaning), so a policy never trains on an item it is evaluated on, under
+any spelling.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
-import random
 from pathlib import Path
+from typing import Iterable, Sequence
+
+import numpy as np
 
 from jsbench import JsbenchError
-from jsbench.rewards.geneval import RELATIONS, TASKS
+from jsbench.rewards.geneval import CLASSES, COLORS, RELATIONS, TASKS
 
 __all__ = [
     "COCO_CLASSES",
     "COLORS",
     "NUMBERS",
     "TASK_SIZES",
+    "OFFICIAL_SEED",
+    "OFFICIAL_SHA256",
+    "TRAIN_SEEDS",
     "plural",
     "make_geneval_prompts",
+    "metadata_jsonl",
+    "prompt_set_hash",
+    "rules_key",
     "load_metadata",
     "validate_entry",
     "split_geneval_prompts",
 ]
 
-COCO_CLASSES: tuple[str, ...] = (
-    "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck", "boat",
-    "traffic light", "fire hydrant", "stop sign", "parking meter", "bench", "bird", "cat", "dog",
-    "horse", "sheep", "cow", "elephant", "bear", "zebra", "giraffe", "backpack", "umbrella",
-    "handbag", "tie", "suitcase", "frisbee", "skis", "snowboard", "sports ball", "kite",
-    "baseball bat", "baseball glove", "skateboard", "surfboard", "tennis racket", "bottle",
-    "wine glass", "cup", "fork", "knife", "spoon", "bowl", "banana", "apple", "sandwich", "orange",
-    "broccoli", "carrot", "hot dog", "pizza", "donut", "cake", "chair", "couch", "potted plant",
-    "bed", "dining table", "toilet", "tv", "laptop", "computer mouse", "tv remote",
-    "computer keyboard", "cell phone", "microwave", "oven", "toaster", "sink", "refrigerator",
-    "book", "clock", "vase", "scissors", "teddy bear", "hair drier", "toothbrush",
-)  # fmt: skip
-COLORS: tuple[str, ...] = ("red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "black", "white")
-NUMBERS: dict[int, str] = {2: "two", 3: "three", 4: "four"}
-TASK_SIZES: dict[str, int] = {
-    "single_object": 80,
-    "two_object": 99,
-    "counting": 80,
-    "colors": 94,
-    "position": 100,
-    "color_attr": 100,
-}
-_IRREGULAR = {"person": "people", "sheep": "sheep", "skis": "pairs of skis", "scissors": "pairs of scissors",
-              "knife": "knives", "mouse": "mice", "computer mouse": "computer mice", "tv": "tvs"}  # fmt: skip
+COCO_CLASSES = CLASSES
+NUMBERS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
+DRAWS_PER_TASK = 100
+MAX_COUNT = 4
+OFFICIAL_SEED = 43
+OFFICIAL_SHA256 = "5c48e0813e812e3c373fa5c8ed07a8f0a483be30272b4427b0559c8048e67c13"
+TRAIN_SEEDS: tuple[int, ...] = (0,)
+# prompts per task in the official set (seed 43), after repeated draws are dropped
+TASK_SIZES: dict[str, int] = {"single_object": 80, "two_object": 99, "counting": 80, "colors": 94, "position": 100, "color_attr": 100}
 
 
 def plural(name: str) -> str:
-    """English plural of a class name ("bus" -> "buses", "person" -> "people", "wine glass" -> "wine glasses")."""
-    if name in _IRREGULAR:
-        return _IRREGULAR[name]
-    if name.endswith(("s", "sh", "ch", "x", "z")):
-        return name + "es"
-    if name.endswith("y") and name[-2:-1] not in "aeiou":
-        return name[:-1] + "ies"
-    return name + "s"
+    """GenEval's plural: "es" after a final "s", else "s" ("buses", "persons", "sheeps", "knifes")."""
+    return name + ("es" if name.endswith("s") else "s")
 
 
 def _a(word: str) -> str:
     return f"an {word}" if word[0] in "aeiou" else f"a {word}"
 
 
-def make_geneval_prompts(seed: int = 0) -> list[dict]:
-    """The 553 GenEval-structured prompts for `seed` (seed 0 is the suite's set), in task order."""
-    rng = random.Random(seed)
-    classes = list(COCO_CLASSES)
-    out: list[dict] = []
+def make_geneval_prompts(seed: int = OFFICIAL_SEED, draws: int = DRAWS_PER_TASK) -> list[dict]:
+    """GenEval's generator on `default_rng(seed)`: seed 43 is the official 553-prompt benchmark."""
+    rng = np.random.default_rng(seed)
+    classes, n = CLASSES, len(CLASSES)
+    person = classes.index("person")
 
-    def take(tag: str, make):
-        seen: set[str] = set()
-        while len(seen) < TASK_SIZES[tag]:
-            entry = make()
-            if entry["prompt"] not in seen:
-                seen.add(entry["prompt"])
-                out.append({"tag": tag, **entry})
+    def not_person(draw):  # a draw in [0, n-1) moved past "person", as GenEval does it
+        return (np.asarray(draw) + 1 + person) % n
 
-    for cls in classes:
-        out.append({"tag": "single_object", "prompt": f"a photo of {_a(cls)}", "include": [{"class": cls, "count": 1}]})
-
-    def two_object():
-        a, b = rng.sample(classes, 2)
-        return {"prompt": f"a photo of {_a(a)} and {_a(b)}", "include": [{"class": a, "count": 1}, {"class": b, "count": 1}]}
-
-    take("two_object", two_object)
-    for cls in classes:
-        n = rng.choice(sorted(NUMBERS))
-        out.append(
+    entries: list[dict] = []
+    for i in rng.choice(n, size=n, replace=False):
+        cls = classes[i]
+        entries.append({"tag": "single_object", "include": [{"class": cls, "count": 1}], "prompt": f"a photo of {_a(cls)}"})
+    for _ in range(draws):
+        a, b = (classes[i] for i in rng.choice(n, size=2, replace=False))
+        entries.append(
+            {"tag": "two_object", "include": [{"class": a, "count": 1}, {"class": b, "count": 1}], "prompt": f"a photo of {_a(a)} and {_a(b)}"}
+        )
+    for _ in range(draws):
+        cls = classes[rng.choice(n)]
+        num = int(rng.integers(2, MAX_COUNT, endpoint=True))
+        entries.append(
             {
                 "tag": "counting",
-                "prompt": f"a photo of {NUMBERS[n]} {plural(cls)}",
-                "include": [{"class": cls, "count": n}],
-                "exclude": [{"class": cls, "count": n + 1}],
+                "include": [{"class": cls, "count": num}],
+                "exclude": [{"class": cls, "count": num + 1}],
+                "prompt": f"a photo of {NUMBERS[num]} {plural(cls)}",
             }
         )
-
-    def colors():
-        cls, color = rng.choice(classes), rng.choice(COLORS)
-        return {"prompt": f"a photo of {_a(color)} {cls}", "include": [{"class": cls, "count": 1, "color": color}]}
-
-    take("colors", colors)
-
-    def position():
-        a, b = rng.sample(classes, 2)
-        rel = rng.choice(RELATIONS)
-        return {
-            "prompt": f"a photo of {_a(b)} {rel} {_a(a)}",
-            "include": [{"class": a, "count": 1}, {"class": b, "count": 1, "position": [rel, 0]}],
-        }
-
-    take("position", position)
-
-    def color_attr():
-        a, b = rng.sample(classes, 2)
-        ca, cb = rng.sample(COLORS, 2)
-        return {
-            "prompt": f"a photo of {_a(ca)} {a} and {_a(cb)} {b}",
-            "include": [{"class": a, "count": 1, "color": ca}, {"class": b, "count": 1, "color": cb}],
-        }
-
-    take("color_attr", color_attr)
+    for _ in range(draws):
+        cls = classes[int(not_person(rng.choice(n - 1)))]
+        color = COLORS[rng.choice(len(COLORS))]
+        entries.append({"tag": "colors", "include": [{"class": cls, "count": 1, "color": color}], "prompt": f"a photo of {_a(color)} {cls}"})
+    for _ in range(draws):
+        a, b = (classes[i] for i in rng.choice(n, size=2, replace=False))
+        rel = RELATIONS[rng.choice(len(RELATIONS))]
+        entries.append(
+            {
+                "tag": "position",
+                "include": [{"class": b, "count": 1}, {"class": a, "count": 1, "position": [rel, 0]}],
+                "prompt": f"a photo of {_a(a)} {rel} {_a(b)}",
+            }
+        )
+    for _ in range(draws):
+        a, b = (classes[int(i)] for i in not_person(rng.choice(n - 1, size=2, replace=False)))
+        ca, cb = (COLORS[i] for i in rng.choice(len(COLORS), size=2, replace=False))
+        entries.append(
+            {
+                "tag": "color_attr",
+                "include": [{"class": a, "count": 1, "color": ca}, {"class": b, "count": 1, "color": cb}],
+                "prompt": f"a photo of {_a(ca)} {a} and {_a(cb)} {b}",
+            }
+        )
+    seen: set[str] = set()
+    out = []
+    for e in entries:  # GenEval drops an entry equal to an earlier one (all fields)
+        key = json.dumps(e, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            out.append(e)
     return out
 
 
-def split_geneval_prompts(prompts: list[dict], split: str, seed: int = 0) -> list[dict]:
-    """`test` (and `all`): the given prompts, GenEval's benchmark. `train`: the same generator under
-    another seed, minus every test prompt, so a policy never trains on a prompt it is evaluated on."""
+def metadata_jsonl(entries: Iterable[dict]) -> str:
+    """GenEval's serialisation: one `json.dumps` object a line."""
+    return "".join(json.dumps(e) + "\n" for e in entries)
+
+
+def prompt_set_hash(entries: Iterable[dict]) -> str:
+    """sha256 of `metadata_jsonl(entries)`: for the official set, the official file's sha256."""
+    return hashlib.sha256(metadata_jsonl(entries).encode("utf-8")).hexdigest()
+
+
+def rules_key(entry: dict) -> str:
+    """What an entry's verdict depends on besides the image: tag, include and exclude groups. Groups
+    are order-free (GenEval ANDs them) unless a position refers to a group by its index."""
+    include = [json.dumps(g, sort_keys=True) for g in entry.get("include", [])]
+    if not any("position" in g for g in entry.get("include", [])):
+        include.sort()
+    exclude = sorted(json.dumps(g, sort_keys=True) for g in entry.get("exclude", []))
+    return json.dumps([entry.get("tag"), include, exclude])
+
+
+def split_geneval_prompts(prompts: Sequence[dict], split: str, train_seeds: Sequence[int] = TRAIN_SEEDS) -> list[dict]:
+    """`test` (and `all`): the given prompts, GenEval's benchmark. `train`: the generator under
+    `train_seeds`, minus every entry whose rules equal a test entry's, each rule set once."""
     if split in ("test", "all"):
         return list(prompts)
     if split != "train":
         raise ValueError(f"unknown split {split!r} (train, test or all)")
-    held = {p["prompt"] for p in prompts}
-    return [p for p in make_geneval_prompts(seed + 1) if p["prompt"] not in held]
+    held = {rules_key(p) for p in prompts}
+    out = []
+    for seed in train_seeds:
+        for p in make_geneval_prompts(seed):
+            key = rules_key(p)
+            if key not in held:
+                held.add(key)
+                out.append(p)
+    return out
 
 
 def validate_entry(entry, where: str = "entry") -> dict:
