@@ -60,6 +60,33 @@ def test_edit_distance():
     assert edit_distance("", "abc") == 3
     assert edit_distance("abc", "abc") == 0
     assert edit_distance("flaw", "lawn") == 2
+    assert edit_distance("café", "cafe") == 1  # characters, not bytes
+
+
+def reference_edit_distance(a: str, b: str) -> int:
+    """The textbook Wagner-Fischer table, written independently of the library the metric uses."""
+    table = [[i + j if i * j == 0 else 0 for j in range(len(b) + 1)] for i in range(len(a) + 1)]
+    for i in range(1, len(a) + 1):
+        for j in range(1, len(b) + 1):
+            table[i][j] = min(table[i - 1][j] + 1, table[i][j - 1] + 1, table[i - 1][j - 1] + (a[i - 1] != b[j - 1]))
+    return table[len(a)][len(b)]
+
+
+def test_edit_distance_equals_the_textbook_table_on_random_pairs():
+    import random
+
+    rng = random.Random(15)
+    alphabets = ["ab", "abcde", "helo wrd", "abcdefghijklmnopqrstuvwxyz0123456789", "aéß€漢字"]
+    for _ in range(1000):
+        letters = rng.choice(alphabets)
+        a = "".join(rng.choice(letters) for _ in range(rng.randint(0, 24)))
+        b = "".join(rng.choice(letters) for _ in range(rng.randint(0, 24)))
+        assert edit_distance(a, b) == reference_edit_distance(a, b), (a, b)
+    # long strings take the library's multi-word bit-parallel path (> 64 characters)
+    for _ in range(20):
+        a = "".join(rng.choice("abc") for _ in range(rng.randint(60, 150)))
+        b = "".join(rng.choice("abc") for _ in range(rng.randint(60, 150)))
+        assert edit_distance(a, b) == reference_edit_distance(a, b)
 
 
 def test_normalized_edit_distance_on_space_free_lowercase():
@@ -127,3 +154,19 @@ def test_f1_overall_is_from_the_task_means():
     assert by_task["two_words"].value == 0.0
     assert by_task["overall"].value == pytest.approx(f1_score(0.5, 0.25))
     assert math.isfinite(by_task["overall"].stderr) and by_task["overall"].stderr > 0
+
+
+def test_bench_ocr_metrics_script_runs_and_agrees(tmp_path, capsys):
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "bench_ocr_metrics.py"
+    spec = importlib.util.spec_from_file_location("bench_ocr_metrics", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "ocr_metrics.json"
+    result = module.main(["--pairs", "40", "--repeats", "1", "--out", str(out)])
+    assert result["mismatches"] == 0 and result["pairs"] == 40
+    assert json.loads(out.read_text()) == result
+    assert json.loads(capsys.readouterr().out) == result
