@@ -1,0 +1,503 @@
+"""The CI regression check: every committed leaderboard row and task against a fresh run, with the
+standard error of the *paired* difference, and the reports a CI system can show (Markdown, JSON, JUnit).
+
+Both runs use the same prompts and seeds, so the difference is taken image by image. For that the
+leaderboard keeps, beside `<suite>.csv`, the per-image scores of every row in `<suite>.scores.jsonl`
+(one JSON line per row: prompts, seeds and the primary metric's score of each image, prompt-major).
+The paired difference is aggregated by the suite's own rule (`suite.aggregate`), exactly as the
+leaderboard's "Δ vs default" is, so its standard error is that of the per-image differences. A
+committed leaderboard written before that file existed is still checked, with the unpaired standard
+error √(se_committed² + se_fresh²), and the report says so row by row.
+
+Verdicts, per (row, task): `regressed` when Δ < −tolerance·SE(Δ), `improved` when Δ > +tolerance·SE(Δ),
+`unchanged` otherwise, `missing` when the fresh run has no such row. Every change is still reported:
+`changed` counts the images whose score moved (so on a deterministic world a row that moved within the
+tolerance is visible), and only regressions fail the check (missing rows too, under `strict`).
+
+Exit codes of `jsbench compare --check`: 0 nothing regressed, 1 regressed (or missing under --strict),
+2 refused (bad input: no committed leaderboard, a report path with an unknown suffix, committed
+per-image scores on other prompts or seeds, a scores file that does not reproduce its CSV).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from jsbench import JsbenchError
+from jsbench.leaderboard import _method_rank, write_text_atomic
+
+REPORT_FORMATS = {".md": "markdown", ".json": "json", ".xml": "junit"}
+VERDICTS = ("regressed", "missing", "improved", "unchanged")  # the order reports list them in
+SCORES_SCHEMA = "jsbench.scores/1"
+REPORT_SCHEMA = "jsbench.check/1"
+CSV_DIGITS = 6  # leaderboard.render_csv writes values with 6 decimals
+
+
+class CheckError(JsbenchError):
+    pass
+
+
+def report_format(path: str | Path) -> str:
+    """The report format its suffix names; refuses any other suffix (before anything is evaluated)."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in REPORT_FORMATS:
+        raise CheckError(f"--report {str(path)!r}: the suffix names the format; use .md (Markdown), .json or .xml (JUnit)")
+    return REPORT_FORMATS[suffix]
+
+
+def scores_path(leaderboard_dir: Path, suite: str) -> Path:
+    return Path(leaderboard_dir) / f"{suite}.scores.jsonl"
+
+
+# --- the committed per-image scores -------------------------------------------------------------------
+
+
+def row_key(backbone: str, model_id: str, steps, method: str) -> tuple[str, str, int, str]:
+    return (backbone, model_id, int(steps), method)
+
+
+def scores_entry(key: tuple, suite_name: str, metric: str, run, values: dict[str, float]) -> dict:
+    """One line of `<suite>.scores.jsonl`: a row's per-image scores of `metric`, prompt-major, and the
+    per-task values they aggregate to (so a stale line is recognised when the leaderboard is rewritten)."""
+    backbone, model_id, steps, method = key
+    return {
+        "schema": SCORES_SCHEMA, "backbone": backbone, "model_id": model_id, "steps": steps, "method": method,
+        "suite": suite_name, "metric": metric, "seeds": list(run.seeds), "prompts": [it.prompt for it in run.items],
+        "tasks": [it.task for it in run.items], "scores": [s.get(metric) for s in run.scores], "values": values,
+    }
+
+
+def read_scores(path: Path, strict: bool = True) -> dict[tuple, dict]:
+    """Committed per-image scores by row key; an absent file is an empty mapping. A malformed line is
+    refused (strict: the check) or skipped (rewriting the leaderboard)."""
+    path = Path(path)
+    if not path.exists():
+        return {}
+    out = {}
+    for lineno, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            e = json.loads(line)
+            key = row_key(e["backbone"], e["model_id"], e["steps"], e["method"])
+            n = len(e["prompts"]) * len(e["seeds"])
+            if len(e["scores"]) != n or len(e["tasks"]) != len(e["prompts"]) or not isinstance(e["values"], dict):
+                raise ValueError(f"{len(e['scores'])} scores for {len(e['prompts'])} prompts × {len(e['seeds'])} seeds")
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+            if strict:
+                raise CheckError(f"{path}:{lineno}: not a per-image scores line ({exc}); regenerate it with `jsbench compare`") from None
+            continue
+        out[key] = e
+    return out
+
+
+def write_scores(path: Path, tables, runs: dict[tuple, object], suite_name: str, metric: str) -> Path:
+    """Per-image scores of every leaderboard row: this run's, else the file's own line when it still
+    aggregates to the row's values (a row from another backbone's run); a row with neither has none,
+    and its check falls back to the unpaired standard error."""
+    existing = read_scores(path, strict=False)
+    lines, seen = [], set()
+    for t in tables:
+        for row in t.rows:
+            key = row_key(t.backbone, t.model_id, row["steps"], row["method"])
+            if key in seen:
+                continue  # the ceiling row sits in every budget's table
+            seen.add(key)
+            values = {task: row[task] for task in [*t.tasks, "overall"] if row.get(task) is not None}
+            if key in runs:
+                lines.append(scores_entry(key, suite_name, metric, runs[key], values))
+            elif key in existing and _same_values(existing[key]["values"], values, 0.6 * 10**-CSV_DIGITS):
+                lines.append(existing[key])  # a kept section's values come back from the CSV, rounded
+    write_text_atomic(path, "".join(json.dumps(e, sort_keys=True) + "\n" for e in lines))
+    return Path(path)
+
+
+def _same_values(a: dict, b: dict, tol: float) -> bool:
+    return set(a) == set(b) and all(_close(a[k], b[k], tol) for k in a)
+
+
+def _close(a, b, tol) -> bool:
+    if a is None or b is None or _nan(a) or _nan(b):
+        return (a is None or _nan(a)) and (b is None or _nan(b))
+    return abs(a - b) <= tol
+
+
+def _nan(v) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+# --- the check ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class RowCheck:
+    backbone: str
+    model_id: str
+    steps: int
+    method: str
+    task: str
+    metric: str
+    verdict: str
+    committed: float | None = None
+    fresh: float | None = None
+    delta: float | None = None
+    delta_stderr: float | None = None
+    allowed_drop: float | None = None  # tolerance × delta_stderr, in the metric's units
+    paired: bool = False  # delta_stderr from per-image differences (else unpaired, see `note`)
+    n_images: int | None = None
+    images_up: int | None = None  # images whose score rose / fell (paired rows only)
+    images_down: int | None = None
+    changed: bool = False  # anything moved at all (an image, or the value beyond CSV rounding)
+    note: str = ""
+
+    @property
+    def name(self) -> str:
+        return f"{self.method} · {self.task}"
+
+
+@dataclass
+class CheckReport:
+    suite: str
+    metric: str
+    backbone: str
+    model_id: str
+    steps: list[int]
+    tolerance: float
+    strict: bool
+    command: str
+    rows: list[RowCheck]
+    new_rows: list[str] = field(default_factory=list)  # fresh rows with no committed counterpart
+    not_checked: dict[str, int] = field(default_factory=dict)  # committed rows of other backbones/budgets
+    prompts_seeds: str = ""
+
+    def count(self, verdict: str) -> int:
+        return sum(r.verdict == verdict for r in self.rows)
+
+    @property
+    def failed(self) -> list[RowCheck]:
+        return [r for r in self.rows if r.verdict == "regressed" or (self.strict and r.verdict == "missing")]
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.failed else 0
+
+    @property
+    def moved_within(self) -> list[RowCheck]:
+        return [r for r in self.rows if r.verdict == "unchanged" and r.changed]
+
+    @property
+    def headline(self) -> str:
+        n = len(self.rows)
+        counts = ", ".join(f"{self.count(v)} {v}" for v in VERDICTS)
+        where = f"{self.suite} · {self.backbone} · {'/'.join(map(str, self.steps))} steps"
+        if self.count("regressed"):
+            head = f"❌ jsbench check failed: {self.count('regressed')} of {n} rows regressed"
+        elif self.failed:
+            head = f"❌ jsbench check failed: {self.count('missing')} of {n} committed rows missing (--strict)"
+        else:
+            head = f"✅ jsbench check passed: nothing regressed in {n} rows"
+        moved = f", {len(self.moved_within)} moved within tolerance" if self.moved_within else ""
+        return f"{head} ({where}: {counts}{moved})"
+
+    @property
+    def tolerance_text(self) -> str:
+        return (
+            f"A row regresses when Δ = fresh − committed < −{self.tolerance:g} × SE(Δ), and improves when "
+            f"Δ > +{self.tolerance:g} × SE(Δ); the allowed drop is given per row in units of `{self.metric}`. "
+            "SE(Δ) is the standard error of the paired difference, from the per-image differences on the same "
+            f"prompts and seeds ({self.prompts_seeds}). Any change is reported (images ↑/↓ counts every image whose "
+            "score moved); only drops beyond the tolerance fail."
+        )
+
+
+def _task_metrics(suite, scores: list[dict], items: list, metric: str) -> dict:
+    return {m.task: m for m in suite.aggregate(scores, items) if m.metric == metric}
+
+
+def _csv_float(v) -> float | None:
+    if v is None or v == "":
+        return None
+    x = float(v)
+    return None if math.isnan(x) else x
+
+
+def _rounded(v: float | None) -> float | None:
+    return None if v is None or _nan(v) else float(f"{v:.{CSV_DIGITS}f}")
+
+
+def check_against_committed(
+    committed: list[dict],
+    committed_scores: dict[tuple, dict],
+    runs: dict[tuple, object],
+    suite,
+    backbone_name: str,
+    model_id: str,
+    steps_list: list[int],
+    tolerance: float = 2.0,
+    strict: bool = False,
+    command: str = "jsbench compare --check",
+    scores_file: str = "scores",
+) -> CheckReport:
+    """Every committed row in scope (this backbone and model, the sections of these budgets) and each of
+    its tasks against the fresh run of the same key. `runs` maps row keys to the fresh `EvalRun`s."""
+    if not tolerance >= 0:
+        raise CheckError(f"--tolerance must be a number ≥ 0 (standard errors of the paired difference), got {tolerance}")
+    metric = suite.primary_metric
+    in_scope: dict[tuple, dict] = {}  # (row key, task) -> committed CSV line, first of duplicates
+    not_checked: dict[str, int] = {}
+    for line in committed:
+        try:
+            key = row_key(line["backbone"], line["model_id"], line["steps"], line["method"])
+            task = line["task"]
+        except (KeyError, ValueError, TypeError):
+            raise CheckError(f"committed leaderboard line {line} lacks backbone, model_id, steps, method or task") from None
+        # the section's budget (`budget`; a CSV without it: the row's steps, and the ceiling goes with any budget)
+        budget = int(line["budget"]) if line.get("budget") else key[2]
+        here = budget in steps_list or (not line.get("budget") and key[3].startswith("ceiling"))
+        if key[0] == backbone_name and key[1] == model_id and here:
+            in_scope.setdefault((key, task), line)
+        else:
+            where = f"{key[0]} · {budget} steps" + ("" if key[1] == model_id or key[0] != backbone_name else f" · {key[1]}")
+            not_checked[where] = not_checked.get(where, 0) + (task == "overall")
+    if not in_scope:
+        raise CheckError("--check compared nothing: no committed row matches this backbone and these step budgets")
+
+    fresh_metrics = {key: _task_metrics(suite, run.scores, run.items, metric) for key, run in runs.items()}
+    diffs: dict[tuple, tuple[dict, dict, list]] = {}  # key -> (diff metrics, committed metrics, per-image diffs)
+    for key in dict.fromkeys(k for k, _ in in_scope):
+        if key not in runs or key not in committed_scores:
+            continue
+        run, entry = runs[key], committed_scores[key]
+        if entry["prompts"] != [it.prompt for it in run.items] or entry["seeds"] != list(run.seeds):
+            raise CheckError(
+                f"committed per-image scores of {key[0]} · {key[2]} steps · {key[3]} are on {len(entry['prompts'])} prompts × "
+                f"{len(entry['seeds'])} seeds, this run on {len(run.items)} × {len(run.seeds)} (or other prompts): "
+                f"check with the committed settings (--seeds {len(entry['seeds'])}) or regenerate the leaderboard"
+            )
+        if entry.get("metric", metric) != metric:
+            raise CheckError(f"{scores_file}: row {key[3]} holds {entry.get('metric')!r} scores, the leaderboard ranks by {metric!r}")
+        rows = [(it, s) for it in run.items for s in run.seeds]
+        c_scores = [{} if v is None else {metric: v} for v in entry["scores"]]
+        per_image = [
+            (it.task, f[metric] - c[metric]) if metric in f and metric in c else (it.task, None)
+            for (it, _), f, c in zip(rows, run.scores, c_scores)
+        ]
+        d_scores = [{} if d is None else {metric: d} for _, d in per_image]
+        items = [it for it, _ in rows]
+        diffs[key] = (_task_metrics(suite, d_scores, items, metric), _task_metrics(suite, c_scores, items, metric), per_image)
+
+    checks: list[RowCheck] = []
+    seen_keys = set()
+    for (key, task), line in in_scope.items():
+        seen_keys.add(key)
+        committed_value = _csv_float(line.get("value"))
+        base = dict(backbone=key[0], model_id=key[1], steps=key[2], method=key[3], task=task, metric=metric)
+        fresh_m = fresh_metrics.get(key, {}).get(task)
+        if fresh_m is None:
+            why = "the fresh run has no such row" if key not in runs else f"the fresh run has no {task!r} task"
+            checks.append(RowCheck(**base, verdict="missing", committed=committed_value, note=why))
+            continue
+        fresh_value = None if _nan(fresh_m.value) else fresh_m.value
+        if key in diffs:
+            d_metrics, c_metrics, per_image = diffs[key]
+            c_m, d_m = c_metrics.get(task), d_metrics.get(task)
+            c_full = None if c_m is None or _nan(c_m.value) else c_m.value
+            if not _close(_rounded(c_full), committed_value, 0.6 * 10**-CSV_DIGITS):
+                raise CheckError(
+                    f"{scores_file} does not reproduce the committed {key[3]} · {task} at {key[2]} steps "
+                    f"({c_full} vs {committed_value} in the CSV): regenerate the leaderboard with `jsbench compare`"
+                )
+            mine = [d for t, d in per_image if d is not None and (task == "overall" or t == task)]
+            up, down = sum(d > 0 for d in mine), sum(d < 0 for d in mine)
+            delta = None if d_m is None or _nan(d_m.value) else d_m.value
+            se = None if d_m is None or _nan(d_m.stderr) else d_m.stderr
+            rc = RowCheck(**base, verdict="", committed=c_full, fresh=fresh_value, delta=delta, delta_stderr=se, paired=True,
+                          n_images=len(mine), images_up=up, images_down=down, changed=bool(up or down))
+        else:
+            # no committed per-image scores: the CSV's rounded value, the unpaired standard error
+            n_committed = _csv_float(line.get("n_images"))
+            if task == "overall" and n_committed is not None and int(n_committed) != fresh_m.n_images:
+                raise CheckError(
+                    f"committed {key[3]} at {key[2]} steps was scored on {int(n_committed)} images, this run on {fresh_m.n_images}: "
+                    "check with the committed --seeds, or regenerate the leaderboard"
+                )
+            fresh_r = _rounded(fresh_value)
+            delta = None if fresh_r is None or committed_value is None else fresh_r - committed_value
+            se_f = None if _nan(fresh_m.stderr) else fresh_m.stderr
+            se_c = _csv_float(line.get("stderr"))
+            note = f"unpaired SE: no committed per-image scores in {scores_file}"
+            if se_c is None:
+                se_c, note = se_f, note + "; the committed task SE is not stored, taken equal to the fresh one"
+            se = None if se_f is None else math.sqrt(se_f**2 + se_c**2)
+            rc = RowCheck(**base, verdict="", committed=committed_value, fresh=fresh_value, delta=delta, delta_stderr=se,
+                          n_images=fresh_m.n_images, changed=bool(delta), note=note)
+        if rc.delta is None:
+            rc.verdict, rc.note = "missing", (rc.note + "; " if rc.note else "") + "no value on one side"
+        else:
+            rc.allowed_drop = tolerance * (rc.delta_stderr or 0.0)
+            rc.verdict = "regressed" if rc.delta < -rc.allowed_drop else "improved" if rc.delta > rc.allowed_drop else "unchanged"
+            if rc.verdict != "unchanged":
+                rc.changed = True
+        checks.append(rc)
+
+    any_run = next(iter(runs.values()), None)
+    new_rows = [f"{k[3]} ({k[2]} steps)" for k in runs if k[0] == backbone_name and k not in seen_keys]
+    report = CheckReport(
+        suite=suite.name, metric=metric, backbone=backbone_name, model_id=model_id, steps=sorted(steps_list), tolerance=tolerance,
+        strict=strict, command=command, rows=_ordered(checks), new_rows=new_rows, not_checked=not_checked,
+        prompts_seeds=f"{len(any_run.items)} prompts × {len(any_run.seeds)} seeds" if any_run is not None else "",
+    )
+    return report
+
+
+def _ordered(rows: list[RowCheck]) -> list[RowCheck]:
+    """By budget, method (leaderboard order) and the suite's task order, 'overall' first."""
+    task_order = {}
+    for r in rows:
+        task_order.setdefault(r.task, len(task_order))
+    return sorted(rows, key=lambda r: (r.backbone, r.model_id, r.steps, _method_rank(r.method), r.task != "overall", task_order[r.task]))
+
+
+# --- reports -----------------------------------------------------------------------------------------
+
+
+def _f(v, spec=".3f", signed=False) -> str:
+    if v is None or _nan(v):
+        return "–"
+    return format(v, ("+" if signed else "") + spec)
+
+
+def _images(r: RowCheck) -> str:
+    if not r.paired:
+        return "–"
+    return f"↑{r.images_up} ↓{r.images_down} of {r.n_images}"
+
+
+_MD_HEADER = ["verdict", "backbone", "steps", "method", "task", "committed", "fresh", "Δ ± SE(Δ)", "allowed drop", "images ↑/↓"]
+
+
+def _md_row(r: RowCheck) -> str:
+    verdict = {"regressed": "❌ regressed", "improved": "⬆️ improved", "missing": "⚠️ missing"}.get(r.verdict, "unchanged")
+    if r.verdict == "unchanged" and r.changed:
+        verdict = "unchanged (moved within tolerance)"
+    se = "" if r.delta_stderr is None else f" ± {r.delta_stderr:.4f}" + ("" if r.paired else " (unpaired)")
+    cells = [verdict, r.backbone, str(r.steps), r.method, r.task, _f(r.committed), _f(r.fresh),
+             ("–" if r.delta is None else f"{r.delta:+.4f}") + se, _f(r.allowed_drop, ".4f"), _images(r)]
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def _md_table(rows: list[RowCheck]) -> list[str]:
+    return ["| " + " | ".join(_MD_HEADER) + " |", "|" + "|".join("---" for _ in _MD_HEADER) + "|", *(_md_row(r) for r in rows)]
+
+
+def render_markdown(report: CheckReport) -> str:
+    """For a CI job summary: the headline, what failed or moved, then the full table collapsed."""
+    out = [f"### {report.headline}", "", f"`{report.command}` · metric `{report.metric}` · tolerance {report.tolerance:g} × SE(Δ)"
+           + (" · --strict: missing rows fail" if report.strict else ""), ""]
+    sections = [
+        ("Regressions", [r for r in report.rows if r.verdict == "regressed"]),
+        ("Missing committed rows" + (" (fail under --strict)" if report.strict else ""), [r for r in report.rows if r.verdict == "missing"]),
+        ("Improvements", [r for r in report.rows if r.verdict == "improved"]),
+        ("Moved within tolerance", report.moved_within),
+    ]
+    for title, rows in sections:
+        if rows:
+            out += [f"#### {title} ({len(rows)})", "", *_md_table(rows), ""]
+    unpaired = [r for r in report.rows if r.verdict != "missing" and not r.paired]
+    if unpaired:
+        out += [f"{len(unpaired)} rows have no committed per-image scores: their SE(Δ) is unpaired, √(se_committed² + se_fresh²). "
+                "Regenerate the leaderboard (`jsbench compare`) to store them.", ""]
+    if report.new_rows:
+        out += ["Fresh rows with no committed counterpart (not checked): " + ", ".join(report.new_rows) + ".", ""]
+    if report.not_checked:
+        out += ["Committed rows outside this run (other backbones or budgets, not checked): "
+                + ", ".join(f"{k} ({v} rows)" for k, v in report.not_checked.items()) + ".", ""]
+    out += [report.tolerance_text, "", f"<details><summary>All {len(report.rows)} rows and tasks</summary>", "", *_md_table(report.rows), "", "</details>", ""]
+    return "\n".join(out)
+
+
+def report_dict(report: CheckReport) -> dict:
+    return {
+        "schema": REPORT_SCHEMA,
+        "headline": report.headline,
+        "exit_code": report.exit_code,
+        "command": report.command,
+        "suite": report.suite,
+        "metric": report.metric,
+        "backbone": report.backbone,
+        "model_id": report.model_id,
+        "steps": report.steps,
+        "prompts_seeds": report.prompts_seeds,
+        "strict": report.strict,
+        "tolerance": {
+            "multiplier": report.tolerance,
+            "unit": "standard errors of the paired difference (SE(Δ))",
+            "allowed_drop_unit": report.metric,
+            "rule": report.tolerance_text,
+        },
+        "counts": {v: report.count(v) for v in VERDICTS} | {"moved_within_tolerance": len(report.moved_within), "rows": len(report.rows)},
+        "rows": [_clean(asdict(r)) for r in report.rows],
+        "new_rows": report.new_rows,
+        "not_checked": report.not_checked,
+    }
+
+
+def _clean(d: dict) -> dict:
+    return {k: (None if _nan(v) else v) for k, v in d.items()}
+
+
+def render_json(report: CheckReport) -> str:
+    return json.dumps(report_dict(report), indent=1, ensure_ascii=False) + "\n"
+
+
+def render_junit(report: CheckReport) -> str:
+    """One test suite per (backbone, model, budget), one test case per committed row and task."""
+    root = ET.Element("testsuites", name=f"jsbench compare --check · {report.suite}", tests=str(len(report.rows)),
+                      failures=str(len(report.failed)), errors="0")
+    groups: dict[tuple, list[RowCheck]] = {}
+    for r in report.rows:
+        groups.setdefault((r.backbone, r.model_id, r.steps), []).append(r)
+    for (backbone, model_id, steps), rows in groups.items():
+        failed = [r for r in rows if r in report.failed]
+        skipped = [r for r in rows if r.verdict == "missing" and r not in failed]
+        suite_el = ET.SubElement(root, "testsuite", name=f"{report.suite} · {backbone} · {model_id} · {steps} steps",
+                                 tests=str(len(rows)), failures=str(len(failed)), errors="0", skipped=str(len(skipped)))
+        for r in rows:
+            case = ET.SubElement(suite_el, "testcase", name=r.name, classname=f"jsbench.{report.suite}.{backbone}.n{steps}", time="0")
+            detail = _case_text(r)
+            if r.verdict == "regressed":
+                ET.SubElement(case, "failure", message=f"regressed: Δ {r.delta:+.4f} below the allowed drop {r.allowed_drop:.4f}", type="regressed").text = detail
+            elif r.verdict == "missing":
+                tag = "failure" if r in failed else "skipped"
+                ET.SubElement(case, tag, message=f"missing: {r.note}", **({"type": "missing"} if tag == "failure" else {})).text = detail
+            ET.SubElement(case, "system-out").text = detail
+    ET.indent(root)
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _case_text(r: RowCheck) -> str:
+    parts = [f"verdict: {r.verdict}" + (" (moved within tolerance)" if r.verdict == "unchanged" and r.changed else ""),
+             f"committed {_f(r.committed, '.4f')}, fresh {_f(r.fresh, '.4f')}, Δ {_f(r.delta, '.4f', True)} ± {_f(r.delta_stderr, '.4f')}"
+             + (" (paired)" if r.paired else " (unpaired)" if r.delta is not None else ""),
+             f"allowed drop {_f(r.allowed_drop, '.4f')} {r.metric}"]
+    if r.paired:
+        parts.append(f"images ↑{r.images_up} ↓{r.images_down} of {r.n_images}")
+    if r.note:
+        parts.append(r.note)
+    return "; ".join(parts)
+
+
+RENDERERS = {"markdown": render_markdown, "json": render_json, "junit": render_junit}
+
+
+def write_report(report: CheckReport, path: str | Path) -> Path:
+    write_text_atomic(path, RENDERERS[report_format(path)](report))
+    return Path(path)
+
+
+__all__ = [
+    "CheckError", "CheckReport", "RowCheck", "check_against_committed", "read_scores", "write_scores", "scores_path",
+    "report_format", "write_report", "render_markdown", "render_json", "render_junit", "report_dict",
+]

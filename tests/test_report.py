@@ -1,0 +1,228 @@
+"""The CI regression check and its reports (issue 18): paired standard errors, verdicts in both
+directions, missing rows, and the Markdown / JSON / JUnit files a CI system shows."""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import shutil
+import xml.etree.ElementTree as ET
+
+import pytest
+import torch
+
+from jsbench.backbones import load_backbone
+from jsbench.evaluate import EvalRun
+from jsbench.leaderboard import CSV_FIELDS
+from jsbench.policy import make_policy
+from jsbench.report import CheckError, check_against_committed, read_scores, render_json, render_junit, render_markdown, report_format, row_key, scores_entry
+from jsbench.suites.base import EvalItem, aggregate_by_task, mean_stderr
+
+# --- library level: a two-task suite and hand-made per-image scores ---------------------------------
+
+
+class TwoTasks:
+    name = "toy"
+    primary_metric = "correct"
+
+    def aggregate(self, scores, items):
+        return aggregate_by_task(scores, items)
+
+
+ITEMS = [EvalItem(f"prompt {i}", "a" if i < 3 else "b") for i in range(6)]
+SEEDS = [0, 1]
+KEY = ("toy-bb", "toy/model", 3, "js")
+
+
+def _run(values):
+    assert len(values) == len(ITEMS) * len(SEEDS)
+    return EvalRun(items=ITEMS, seeds=SEEDS, scores=[{"correct": float(v)} for v in values])
+
+
+def _committed(key, run, suite=TwoTasks(), with_scores=True):
+    """CSV lines exactly as leaderboard.render_csv writes them, and the scores file's line for the row."""
+    metrics = {m.task: m for m in suite.aggregate(run.scores, [it for it, _ in run.rows()])}
+    lines = [
+        {"backbone": key[0], "model_id": key[1], "steps": str(key[2]), "method": key[3], "task": t, "value": f"{m.value:.6f}",
+         "stderr": f"{m.stderr:.6f}" if t == "overall" else "", "delta": "", "delta_stderr": "", "n_images": str(metrics["overall"].n_images)}
+        for t, m in metrics.items()
+    ]
+    scores = {key: scores_entry(key, suite.name, "correct", run, {t: m.value for t, m in metrics.items()})} if with_scores else {}
+    return lines, scores
+
+
+def _check(committed_run, fresh_runs, tolerance=2.0, strict=False, with_scores=True):
+    lines, scores = _committed(KEY, committed_run, with_scores=with_scores)
+    return check_against_committed(lines, scores, fresh_runs, TwoTasks(), KEY[0], KEY[1], [3], tolerance=tolerance, strict=strict)
+
+
+BASE = [1, 1, 0, 1, 1, 0, 1, 0, 1, 1, 0, 0]
+
+
+def test_identical_runs_are_unchanged_with_zero_paired_stderr():
+    report = _check(_run(BASE), {KEY: _run(BASE)})
+    assert {r.task for r in report.rows} == {"a", "b", "overall"}
+    for r in report.rows:
+        assert r.verdict == "unchanged" and not r.changed and r.paired
+        assert r.delta == 0.0 and r.delta_stderr == 0.0 and r.images_up == r.images_down == 0
+    assert report.exit_code == 0 and "passed" in report.headline
+
+
+def test_paired_stderr_is_that_of_the_per_image_differences():
+    fresh = list(BASE)
+    fresh[0], fresh[2], fresh[7] = 0, 1, 1  # task a: one image down, one up; task b: one up
+    report = _check(_run(BASE), {KEY: _run(fresh)}, tolerance=2.0)
+    rows = {r.task: r for r in report.rows}
+    diff_a = [f - c for f, c in zip(fresh[:6], BASE[:6])]
+    diff_b = [f - c for f, c in zip(fresh[6:], BASE[6:])]
+    (ma, sa), (mb, sb) = mean_stderr(diff_a), mean_stderr(diff_b)
+    assert rows["a"].delta == pytest.approx(ma) and rows["a"].delta_stderr == pytest.approx(sa)
+    assert rows["b"].delta == pytest.approx(mb) and rows["b"].delta_stderr == pytest.approx(sb)
+    assert rows["overall"].delta == pytest.approx((ma + mb) / 2)
+    assert rows["overall"].delta_stderr == pytest.approx(math.sqrt(sa**2 + sb**2) / 2)
+    # the paired SE is not the unpaired one: the unchanged images cancel
+    assert rows["b"].delta_stderr < math.sqrt(2) * mean_stderr(fresh[6:])[1]
+    assert (rows["a"].images_up, rows["a"].images_down) == (1, 1) and rows["overall"].n_images == 12
+    # task a moved (one image up, one down) but its mean did not: still reported as a change
+    assert rows["a"].verdict == "unchanged" and rows["a"].changed and rows["a"] in report.moved_within
+    assert rows["b"].verdict == "unchanged" and rows["b"].allowed_drop == pytest.approx(2 * sb)
+    # with no tolerance, any rise of the mean is an improvement
+    assert {r.task: r.verdict for r in _check(_run(BASE), {KEY: _run(fresh)}, tolerance=0.0).rows}["b"] == "improved"
+
+
+def test_drops_beyond_tolerance_regress_and_rises_improve():
+    worse = [0] * 12
+    report = _check(_run(BASE), {KEY: _run(worse)})
+    assert {r.verdict for r in report.rows} == {"regressed"} and report.exit_code == 1
+    assert report.failed and "regressed" in report.headline
+    report = _check(_run([0] * 12), {KEY: _run(BASE)})
+    assert {r.verdict for r in report.rows} == {"improved"} and report.exit_code == 0
+
+
+def test_missing_rows_are_reported_and_fail_only_when_strict():
+    other = ("toy-bb", "toy/model", 3, "default")
+    report = _check(_run(BASE), {other: _run(BASE)})
+    assert {r.verdict for r in report.rows} == {"missing"} and report.exit_code == 0
+    assert report.new_rows == ["default (3 steps)"]
+    strict = _check(_run(BASE), {other: _run(BASE)}, strict=True)
+    assert strict.exit_code == 1 and "missing" in strict.headline
+
+
+def test_without_committed_scores_the_check_is_unpaired_and_says_so():
+    report = _check(_run(BASE), {KEY: _run(BASE)}, with_scores=False)
+    assert all(r.verdict == "unchanged" and not r.paired and "unpaired" in r.note for r in report.rows)
+    assert "unpaired" in render_markdown(report)
+    report = _check(_run(BASE), {KEY: _run([0] * 12)}, with_scores=False)
+    assert {r.verdict for r in report.rows} == {"regressed"}
+
+
+def test_refusals_are_check_errors():
+    with pytest.raises(CheckError, match="suffix"):
+        report_format("r.txt")
+    lines, scores = _committed(KEY, _run(BASE))
+    three_seeds = EvalRun(items=ITEMS, seeds=[0, 1, 2], scores=[{"correct": 1.0}] * 18)
+    with pytest.raises(CheckError, match="seeds"):
+        check_against_committed(lines, scores, {KEY: three_seeds}, TwoTasks(), KEY[0], KEY[1], [3])
+    scores[KEY]["scores"][0] = 1.0 - scores[KEY]["scores"][0]  # the scores file no longer matches its CSV
+    with pytest.raises(CheckError, match="reproduce"):
+        check_against_committed(lines, scores, {KEY: _run(BASE)}, TwoTasks(), KEY[0], KEY[1], [3])
+    with pytest.raises(CheckError, match="compared nothing"):
+        check_against_committed(lines, {}, {KEY: _run(BASE)}, TwoTasks(), "another", KEY[1], [3])
+
+
+def test_reports_in_three_formats(tmp_path):
+    report = _check(_run(BASE), {KEY: _run([0] * 12)})
+    md = render_markdown(report)
+    assert md.splitlines()[0].startswith("### ❌") and md.index("#### Regressions") < md.index("<details>")
+    assert "2 × SE(Δ)" in md and "`correct`" in md
+    data = json.loads(render_json(report))
+    assert data["exit_code"] == 1 and data["counts"]["regressed"] == 3
+    assert data["tolerance"]["multiplier"] == 2.0 and data["tolerance"]["allowed_drop_unit"] == "correct"
+    assert {r["verdict"] for r in data["rows"]} == {"regressed"} and all(r["paired"] for r in data["rows"])
+    root = ET.fromstring(render_junit(report))
+    cases = root.findall(".//testcase")
+    assert len(cases) == 3 and all(c.find("failure") is not None for c in cases)
+    assert root.get("failures") == "3"
+
+
+# --- end to end: `jsbench compare --check --report` on the embedded world -------------------------------
+
+
+def _ship(root, bias):
+    """A shipped 3-step global policy on `analytic`; bias < 0 front-loads the steps (better than the
+    default schedule here), bias > 0 back-loads them (worse)."""
+    bb = load_backbone("analytic")
+    policy = make_policy(bb, 3, "global")
+    with torch.no_grad():
+        policy.delta.copy_(torch.linspace(-bias, bias, 3))
+    folder = root / "policies" / "analytic" / "global-n3"
+    shutil.rmtree(folder, ignore_errors=True)
+    return policy.save(folder, {"backbone": "analytic", "baseline": "js", "reward": "geneval"})
+
+
+@pytest.mark.slow
+def test_compare_check_report_worse_better_and_missing(cli, tmp_path):
+    _ship(tmp_path, 0.0)
+    args = ["compare", "--steps", "3", "--seeds", "1", "--policies", tmp_path / "policies", "--records", tmp_path / "rec.jsonl",
+            "--leaderboards", tmp_path / "lb", "--no-progress", "--no-plots"]
+    code, out, err = cli(*args)
+    assert code == 0, err
+    scores = read_scores(tmp_path / "lb" / "geneval.scores.jsonl")
+    committed = list(csv.DictReader(open(tmp_path / "lb" / "geneval.csv")))
+    assert set(CSV_FIELDS) <= set(committed[0])
+    assert {k[3] for k in scores} == {r["method"] for r in committed} and row_key("analytic", "jsbench/analytic-scenes", 3, "global") in scores
+    reports = [tmp_path / "r.md", tmp_path / "r.json", tmp_path / "r.xml"]
+    check = [*args, "--check", *(x for p in reports for x in ("--report", p))]
+
+    # unchanged: the same policies give the same images
+    code, out, err = cli(*check)
+    assert code == 0, err
+    assert "passed" in out
+    data = json.loads(reports[1].read_text())
+    n_rows = len({(r["method"], r["steps"], r["task"]) for r in committed})
+    assert data["counts"]["unchanged"] == n_rows == len(data["rows"]) and all(r["paired"] for r in data["rows"])
+
+    # a deliberately worse policy under the same name: regressed in all three formats, exit 1
+    _ship(tmp_path, 1.5)
+    code, out, err = cli(*check)
+    assert code == 1, err
+    md = reports[0].read_text()
+    assert md.startswith("### ❌") and "#### Regressions" in md and "| ❌ regressed | analytic | 3 | global | overall |" in md
+    data = json.loads(reports[1].read_text())
+    row = next(r for r in data["rows"] if r["method"] == "global" and r["task"] == "overall")
+    assert data["exit_code"] == 1 and row["verdict"] == "regressed" and row["delta"] < -row["allowed_drop"] and row["images_down"] > 0
+    assert all(r["verdict"] == "unchanged" for r in data["rows"] if r["method"] != "global")
+    case = ET.parse(reports[2]).getroot().find(".//testcase[@name='global · overall']")
+    assert case.find("failure").get("type") == "regressed"
+
+    # a better one: improved, exit 0
+    _ship(tmp_path, -1.0)
+    code, out, err = cli(*check)
+    assert code == 0, err
+    data = json.loads(reports[1].read_text())
+    row = next(r for r in data["rows"] if r["method"] == "global" and r["task"] == "overall")
+    assert row["verdict"] == "improved" and data["counts"]["regressed"] == 0
+    assert "#### Improvements" in reports[0].read_text()
+    assert ET.parse(reports[2]).getroot().find(".//testcase[@name='global · overall']/failure") is None
+
+    # a removed policy: missing, exit 0; with --strict, exit 1
+    shutil.rmtree(tmp_path / "policies" / "analytic" / "global-n3")
+    code, out, err = cli(*check)
+    assert code == 0, err
+    data = json.loads(reports[1].read_text())
+    assert {r["verdict"] for r in data["rows"] if r["method"] == "global"} == {"missing"}
+    assert "#### Missing committed rows" in reports[0].read_text()
+    assert ET.parse(reports[2]).getroot().find(".//testcase[@name='global · overall']/skipped") is not None
+    code, out, err = cli(*check, "--strict")
+    assert code == 1
+    assert ET.parse(reports[2]).getroot().find(".//testcase[@name='global · overall']/failure").get("type") == "missing"
+
+
+def test_compare_report_refusals_exit_2(cli, tmp_path):
+    code, out, err = cli("compare", "--check", "--report", tmp_path / "r.txt", "--leaderboards", tmp_path, "--no-progress")
+    assert code == 2 and "suffix" in err and len(err.strip().splitlines()) == 1
+    code, out, err = cli("compare", "--report", tmp_path / "r.md", "--no-progress")
+    assert code == 2 and "--check" in err
+    code, out, err = cli("compare", "--check", "--leaderboards", tmp_path / "none", "--no-progress")
+    assert code == 2 and "committed leaderboard" in err
