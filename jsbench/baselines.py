@@ -15,19 +15,37 @@ included, and the tests check it by perturbing r_ik.
   own noise is sigma^2/(K-1), large for small K.
 - ``xctx``: b_ik = mean of every other reward in the batch. Low noise, but it ignores that contexts
   differ: its error is the spread of context means tau^2.
-- ``js``: the James-Stein compromise. Under the random-effects model mu_i ~ N(m, tau^2),
-  r_ik | mu_i ~ N(mu_i, sigma^2), the best linear predictor of mu_i from rloo_ik and m is (m taken as known)
-  ``b = lam * m + (1 - lam) * rloo`` with lam = (sigma^2/(K-1)) / (sigma^2/(K-1) + tau^2), the share of
-  rloo's variance that is noise. lam = 0 is RLOO, lam = 1 is XCTX; js interpolates, shrinking hard when
-  contexts look alike and trusting each context when they differ. sigma^2 and tau^2 are estimated
-  from the batch, again leaving r_ik out, with the positive part max(0, .) on tau^2 (James-Stein).
+- ``js``: positive-part James-Stein with an estimated grand mean (Efron-Morris), leaving r_ik out.
+  For sample (i, k) the B context means are known up to noise: the other contexts' full means
+  ybar_j (variance sigma^2/K each) and context i's leave-one-out mean R = rloo_ik (variance
+  sigma^2/(K-1)). Write z for these B numbers (R in context i's place), zbar = mean(z), and
+  S = sum_j (z_j - zbar)^2 = sum_{j != i} (ybar_j - ybar_{-i})^2 + (B-1)/B (R - ybar_{-i})^2
+  (ybar_{-i} = mean of the other contexts' means; the second term is context i's own deviation, the
+  Stein self-correction that keeps an outlying context from being pulled in). Then
+      c = min(1, (B - 3) * f * (s2 / (K - 1)) / S),     b_ik = c * zbar + (1 - c) * R,
+  with s2 the pooled within-context variance without r_ik (nu = B(K-1) - 1 degrees of freedom) and
+  f = nu/(nu + 2) the classical factor for an estimated sigma^2 (the multiplier a minimising
+  E(a s2 - sigma^2)^2 is sigma^4 / (sigma^4 + Var s2), = nu/(nu+2) for Gaussian rewards). Why this
+  and not a plug-in lam: E[1/chi^2_m] = 1/(m - 2), so (B - 3)/S is the unbiased estimate of
+  1/(tau^2 + sigma^2/(K-1)) over the B values, while a plug-in built from the other B - 1 contexts
+  alone over-shrinks and hands an outlying context XCTX's full error (``js-plugin`` below).
+  One refinement of ours over the textbook rule: f uses the *effective* degrees of freedom of s2
+  (Satterthwaite, nu_eff = 2 s2^2 / Var(s2), Var(s2) estimated from how the within-context sums of
+  squares of the other contexts vary), capped at nu. Gaussian rewards give nu_eff ~ nu (no change);
+  0/1 rewards whose contexts are mostly all-0 or all-1 make s2 rest on a few mixed contexts, and
+  there the textbook rule shrinks too often by too much (1.07x RLOO's MSE at B = 8, K = 2,
+  tau^2/sigma^2 = 16; this version 1.03x). At B = 3, c = 0 and js is exactly RLOO.
+- ``js-plugin``: the paper's plug-in: b = lam * xctx + (1 - lam) * rloo with
+  lam = (s2/(K-1)) / (s2/(K-1) + delta2), delta2 = max(0, V - s2/K) from the sample variance V of the
+  other B - 1 context means. Kept for comparison: it can be many times worse than RLOO (B <= 8, or
+  0/1 rewards), see scripts/bench_baselines.py.
 
-What js buys, measured on simulated random-effects rewards (B = 16, tests/test_baselines.py): its
-error E[(b_ik - mu_i)^2] is below RLOO's at every tau^2/sigma^2, and below XCTX's except when contexts
-differ little (tau^2/sigma^2 below about 0.2 for K = 2, 0.07 for K = 4): there XCTX's one-mean model is
-nearly right, and the noise in lam estimated from B - 1 contexts costs js a share of RLOO's much larger
-error (+73% over XCTX at tau^2/sigma^2 = 0.01, K = 2). With the true lam js beats both everywhere; the
-gap is the price of estimating lam.
+What js buys, measured on simulated random-effects rewards (scripts/bench_baselines.py, reproduced in
+tests/test_baselines.py): its error E[(b_ik - mu_i)^2] is at most RLOO's with Gaussian rewards at every
+B >= 4, K and tau^2/sigma^2 (within noise where tau^2 >> sigma^2, where both coincide), far below it
+when contexts look alike; with 0/1 rewards the same except at K = 2 with contexts nearly all-0/all-1
+(tau^2/sigma^2 = 16: 1.01-1.03x RLOO). Where contexts differ little, XCTX's single mean is nearly exact
+and js pays for estimating c (it shrinks by (B-3)/(B-1) on average, not fully).
 
 Under data parallelism these are computed on the all-gathered global [B, K] rewards.
 """
@@ -53,8 +71,11 @@ __all__ = [
     "rloo_baseline",
     "xctx_baseline",
     "js_shrinkage",
-    "js_shrink",
+    "js_target",
     "js_baseline",
+    "js_shrink",
+    "js_plugin_shrinkage",
+    "js_plugin_baseline",
 ]
 
 
@@ -64,18 +85,23 @@ class BaselineError(JsbenchError, ValueError):
 
 @dataclass(frozen=True)
 class BaselineResult:
-    """A [B, K] baseline and, for ``js``, the batch-mean estimated shrinkage lam (None otherwise)."""
+    """A [B, K] baseline and, for ``js`` / ``js-plugin``, the batch-mean estimated shrinkage (None otherwise)."""
 
     baseline: torch.Tensor
     shrinkage: float | None = None
 
 
 # smallest K (samples per context) and B (contexts) each baseline needs
-_MIN_SAMPLES = {"none": 1, "rloo": 2, "xctx": 2, "js": 2}
-_MIN_CONTEXTS = {"none": 1, "rloo": 1, "xctx": 1, "js": 3}
+_MIN_SAMPLES = {"none": 1, "rloo": 2, "xctx": 2, "js": 2, "js-plugin": 2}
+_MIN_CONTEXTS = {"none": 1, "rloo": 1, "xctx": 1, "js": 3, "js-plugin": 3}
 _WHY_SAMPLES = {
     "rloo": " (it averages the other samples of the same context)",
     "js": " (it shrinks the leave-one-out mean of the other samples of the same context)",
+    "js-plugin": " (it shrinks the leave-one-out mean of the other samples of the same context)",
+}
+_WHY_CONTEXTS = {
+    "js": " (its shrinkage factor is (B-3)/S over the B context means; B = 3 is exactly RLOO)",
+    "js-plugin": " (it estimates the between-context variance from the other B-1 contexts)",
 }
 
 
@@ -101,8 +127,8 @@ def validate_baseline(name: str, contexts: int, samples: int) -> None:
         )
     if contexts < _MIN_CONTEXTS[name]:
         raise BaselineError(
-            f"baseline {name!r} needs at least {_MIN_CONTEXTS[name]} contexts per (global) batch to estimate the "
-            f"between-context variance leaving one context out, got B={contexts}"
+            f"baseline {name!r} needs at least {_MIN_CONTEXTS[name]} contexts per (global) batch"
+            f"{_WHY_CONTEXTS.get(name, '')}, got B={contexts}"
         )
 
 
@@ -156,20 +182,95 @@ def xctx_baseline(rewards: torch.Tensor) -> torch.Tensor:
     return _xctx(_rewards("xctx", rewards))
 
 
+def _masked_ss_others(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """For a [B] vector: (mean of x_j over j != i, sum over j != i of (x_j - that mean)^2), each [B].
+
+    Two-pass on a [B, B] table whose row i holds the deviations of the entries j != i (B^2 memory, small
+    for any realistic global batch); entry i never enters row i, not even multiplied by zero."""
+    b = x.shape[0]
+    centre = _sum_others(x, 0) / (b - 1)
+    others = ~torch.eye(b, dtype=torch.bool, device=x.device)
+    dev = torch.where(others, x.unsqueeze(0) - centre.unsqueeze(1), torch.zeros((), dtype=x.dtype, device=x.device))
+    return centre, dev.square().sum(dim=1)
+
+
+def _js_parts(r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(c, zbar, R), each [B, K]: the Efron-Morris shrinkage, target and leave-one-out mean (module doc)."""
+    b, k = r.shape
+    zero = torch.zeros((), dtype=r.dtype, device=r.device)
+    rloo = _rloo(r)  # R
+    mean_i = r.mean(dim=1)  # [B]; entry i is only ever used for the other contexts' rows
+    centre, ss_means = _masked_ss_others(mean_i)  # ybar_{-i}, sum_{j != i} (ybar_j - ybar_{-i})^2
+    centre, ss_means = centre.unsqueeze(1), ss_means.unsqueeze(1)
+    spread = ss_means + (b - 1) / b * (rloo - centre).square()  # S, [B, K]
+    target = ((b - 1) * centre + rloo) / b  # zbar, [B, K]
+
+    # pooled within-context variance without r_ik: contexts j != i in full, context i's other K-1 samples
+    ss_i = (r - mean_i.unsqueeze(1)).square().sum(dim=1)  # [B]
+    others_k = ~torch.eye(k, dtype=torch.bool, device=r.device)  # [k, l] = (l != k)
+    dev = torch.where(others_k, r.unsqueeze(1) - rloo.unsqueeze(2), zero)
+    ss_i_minus_k = dev.square().sum(dim=2)  # [B, K]
+    nu = b * (k - 1) - 1
+    s2 = (_sum_others(ss_i, 0).unsqueeze(1) + ss_i_minus_k) / nu  # [B, K]
+
+    # f = nu_eff / (nu_eff + 2) <= nu / (nu + 2): Var(s2) from the spread of the other contexts' sums of
+    # squares (each has K-1 degrees of freedom; context i's remainder K-2, so its variance scales by (K-2)/(K-1))
+    _, ss_of_ss = _masked_ss_others(ss_i)
+    var_ss = (ss_of_ss / (b - 2)).unsqueeze(1)  # [B, 1]
+    var_s2 = var_ss * ((b - 1) + (k - 2) / (k - 1)) / nu**2
+    s4 = s2.square()
+    denom = s4 + var_s2
+    f_cap = nu / (nu + 2)
+    f = torch.where(denom > 0, s4 / torch.where(denom > 0, denom, torch.ones_like(denom)), torch.full_like(denom, f_cap))
+    f = f.clamp(max=f_cap)
+
+    # c = min(1, (B-3) f s2/(K-1) / S); S = 0 (all B values equal, so zbar = R) shrinks nothing
+    positive = spread > 0
+    c = (b - 3) * f * (s2 / (k - 1)) / torch.where(positive, spread, torch.ones_like(spread))
+    c = torch.where(positive, c, zero).clamp(0.0, 1.0)
+    return c, target, rloo
+
+
+def js_shrinkage(rewards: torch.Tensor) -> torch.Tensor:
+    """The js shrinkage c_ik in [0, 1], [B, K], each computed without r_ik (see the module doc).
+
+    c = 0 is RLOO; c = 1 is zbar, the mean of the B context means with R in context i's place. Needs
+    B >= 3 (B = 3 gives c = 0) and K >= 2. Every sum is formed from the other rewards only (prefix and
+    suffix sums and masked tables, never `total - r_ik`), so c_ik and b_ik do not depend on r_ik even in
+    the last bit."""
+    return _js_parts(_rewards("js", rewards))[0]
+
+
+def js_target(rewards: torch.Tensor) -> torch.Tensor:
+    """zbar_ik, [B, K]: the grand mean js shrinks towards, ((B-1) * ybar_{-i} + rloo_ik) / B, free of r_ik."""
+    return _js_parts(_rewards("js", rewards))[1]
+
+
+def js_baseline(rewards: torch.Tensor, shrinkage: torch.Tensor | float | None = None) -> torch.Tensor:
+    """The js baseline b = c * zbar + (1 - c) * rloo; `shrinkage` overrides the estimated c.
+
+    Written as a convex combination so that c = 0 gives RLOO bit for bit (and so does B = 3)."""
+    r = _rewards("js", rewards)
+    c, target, rloo = _js_parts(r)
+    if shrinkage is not None:
+        c = torch.as_tensor(shrinkage, dtype=r.dtype, device=r.device).clamp(0.0, 1.0)
+    return c * target + (1.0 - c) * rloo
+
+
 def js_shrink(rewards: torch.Tensor, lam: torch.Tensor | float) -> torch.Tensor:
-    """The js baseline for a given shrinkage: b = lam * xctx + (1 - lam) * rloo.
+    """The js-plugin form for a given shrinkage: b = lam * xctx + (1 - lam) * rloo.
 
     `lam` is a float or anything broadcastable to [B, K]. Written as a convex combination (not
     m + (1 - lam)(rloo - m)) so that lam = 0 gives RLOO and lam = 1 gives XCTX bit for bit. The result
     stays leave-one-out as long as lam_ik itself does not depend on r_ik.
     """
-    r = _rewards("js", rewards)
+    r = _rewards("js-plugin", rewards)
     lam = torch.as_tensor(lam, dtype=r.dtype, device=r.device).clamp(0.0, 1.0)
     return lam * _xctx(r) + (1.0 - lam) * _rloo(r)
 
 
-def js_shrinkage(rewards: torch.Tensor) -> torch.Tensor:
-    """Estimated James-Stein shrinkage lam_ik in [0, 1], [B, K], each computed without r_ik.
+def js_plugin_shrinkage(rewards: torch.Tensor) -> torch.Tensor:
+    """The paper's plug-in shrinkage lam_ik in [0, 1], [B, K], each computed without r_ik.
 
     lam = (s2 / (K-1)) / (s2 / (K-1) + delta2), delta2 = max(0, V - s2 / K), where, for sample (i, k):
     - s2 is the pooled within-context variance (an estimate of sigma^2): squared deviations of every
@@ -182,7 +283,7 @@ def js_shrinkage(rewards: torch.Tensor) -> torch.Tensor:
     Every sum that enters lam_ik is formed from the other rewards only (prefix/suffix sums and masked
     tables, never `total - r_ik`), so lam_ik and b_ik do not depend on r_ik even in the last bit.
     """
-    r = _rewards("js", rewards)
+    r = _rewards("js-plugin", rewards)
     b, k = r.shape
     # within-context sums of squares, two-pass (deviations from each context's own mean)
     mean_i = r.mean(dim=1)  # [B]
@@ -212,9 +313,9 @@ def js_shrinkage(rewards: torch.Tensor) -> torch.Tensor:
     return lam.clamp(0.0, 1.0)
 
 
-def js_baseline(rewards: torch.Tensor, shrinkage: torch.Tensor | float | None = None) -> torch.Tensor:
-    """The James-Stein baseline; `shrinkage` overrides the estimated lam (0 -> RLOO, 1 -> XCTX)."""
-    lam = js_shrinkage(rewards) if shrinkage is None else shrinkage
+def js_plugin_baseline(rewards: torch.Tensor, shrinkage: torch.Tensor | float | None = None) -> torch.Tensor:
+    """The paper's plug-in baseline; `shrinkage` overrides the estimated lam (0 -> RLOO, 1 -> XCTX)."""
+    lam = js_plugin_shrinkage(rewards) if shrinkage is None else shrinkage
     return js_shrink(rewards, lam)
 
 
@@ -231,7 +332,13 @@ def _xctx_result(rewards: torch.Tensor) -> BaselineResult:
 
 
 def _js_result(rewards: torch.Tensor) -> BaselineResult:
-    lam = js_shrinkage(rewards)
+    r = _rewards("js", rewards)
+    c, target, rloo = _js_parts(r)
+    return BaselineResult(c * target + (1.0 - c) * rloo, float(c.mean()))
+
+
+def _js_plugin_result(rewards: torch.Tensor) -> BaselineResult:
+    lam = js_plugin_shrinkage(rewards)
     return BaselineResult(js_shrink(rewards, lam), float(lam.mean()))
 
 
@@ -240,11 +347,12 @@ BASELINES: dict[str, Callable[[torch.Tensor], BaselineResult]] = {
     "rloo": _rloo_result,
     "xctx": _xctx_result,
     "js": _js_result,
+    "js-plugin": _js_plugin_result,
 }
 
 
 def compute_baseline(name: str, rewards: torch.Tensor) -> BaselineResult:
-    """Baseline `name` for [B, K] rewards; `shrinkage` is the batch-mean lam for js, else None."""
+    """Baseline `name` for [B, K] rewards; `shrinkage` is the batch-mean c (js) or lam (js-plugin), else None."""
     _check_name(name)
     return BASELINES[name](rewards)
 

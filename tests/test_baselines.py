@@ -17,8 +17,11 @@ from jsbench.baselines import (
     advantages,
     compute_baseline,
     js_baseline,
+    js_plugin_baseline,
+    js_plugin_shrinkage,
     js_shrink,
     js_shrinkage,
+    js_target,
     none_baseline,
     rloo_baseline,
     validate_baseline,
@@ -26,7 +29,14 @@ from jsbench.baselines import (
 )
 
 # the plain [B, K] -> [B, K] form of every baseline, for torch.vmap over Monte-Carlo replicates
-TENSOR_BASELINES = {"none": none_baseline, "rloo": rloo_baseline, "xctx": xctx_baseline, "js": js_baseline}
+TENSOR_BASELINES = {
+    "none": none_baseline,
+    "rloo": rloo_baseline,
+    "xctx": xctx_baseline,
+    "js": js_baseline,
+    "js-plugin": js_plugin_baseline,
+}
+SHRINKAGE = {"js": js_shrinkage, "js-plugin": js_plugin_shrinkage}
 
 
 def _rewards(b: int, k: int, seed: int, dtype=torch.float64) -> torch.Tensor:
@@ -50,8 +60,40 @@ def _brute_xctx(r: list[list[float]]) -> list[list[float]]:
     ]
 
 
+def _brute_js(r: list[list[float]]) -> tuple[list[list[float]], list[list[float]], list[list[float]]]:
+    """The documented js (c, zbar, b), one (i, k) at a time, written straight from the formulas."""
+    b, k = len(r), len(r[0])
+
+    def ss(xs):
+        m = sum(xs) / len(xs)
+        return sum((x - m) ** 2 for x in xs)
+
+    cs, targets, outs = [], [], []
+    for i in range(b):
+        crow, trow, orow = [], [], []
+        for kk in range(k):
+            rest = [r[i][l] for l in range(k) if l != kk]
+            big_r = sum(rest) / len(rest)
+            z = [big_r if j == i else sum(r[j]) / k for j in range(b)]
+            zbar = sum(z) / b
+            spread = sum((x - zbar) ** 2 for x in z)
+            nu = b * (k - 1) - 1
+            s2 = (sum(ss(r[j]) for j in range(b) if j != i) + ss(rest)) / nu
+            others_ss = [ss(r[j]) for j in range(b) if j != i]
+            var_s2 = ss(others_ss) / (b - 2) * ((b - 1) + (k - 2) / (k - 1)) / nu**2
+            f = nu / (nu + 2) if s2 * s2 + var_s2 == 0 else min(nu / (nu + 2), s2 * s2 / (s2 * s2 + var_s2))
+            c = 0.0 if spread == 0 else min(1.0, max(0.0, (b - 3) * f * s2 / (k - 1) / spread))
+            crow.append(c)
+            trow.append(zbar)
+            orow.append(c * zbar + (1 - c) * big_r)
+        cs.append(crow)
+        targets.append(trow)
+        outs.append(orow)
+    return cs, targets, outs
+
+
 def _brute_lam(r: list[list[float]]) -> list[list[float]]:
-    """The documented js shrinkage, one (i, k) at a time from the other rewards only."""
+    """The documented js-plugin shrinkage, one (i, k) at a time from the other rewards only."""
     b, k = len(r), len(r[0])
 
     def ss(xs):
@@ -82,13 +124,36 @@ def test_rloo_and_xctx_match_brute_force(b, k):
 
 
 @pytest.mark.parametrize("b,k", [(3, 2), (4, 3), (7, 5)])
-def test_js_shrinkage_matches_brute_force(b, k):
+def test_js_plugin_shrinkage_matches_brute_force(b, k):
     r = _rewards(b, k, seed=100 + 10 * b + k)
-    lam = js_shrinkage(r)
+    lam = js_plugin_shrinkage(r)
     torch.testing.assert_close(lam, torch.tensor(_brute_lam(r.tolist()), dtype=r.dtype))
     assert ((lam >= 0) & (lam <= 1)).all()
     expected = lam * xctx_baseline(r) + (1 - lam) * rloo_baseline(r)
-    torch.testing.assert_close(js_baseline(r), expected)
+    torch.testing.assert_close(js_plugin_baseline(r), expected)
+
+
+@pytest.mark.parametrize("b,k,scale", [(4, 2, 2.0), (5, 3, 0.3), (8, 5, 0.1), (12, 2, 0.05), (6, 4, 1.0)])
+def test_js_matches_brute_force(b, k, scale):
+    # scale sets how far apart the contexts sit (small: c clipped at 1; large: c near 0)
+    g = torch.Generator().manual_seed(500 + 10 * b + k)
+    r = torch.randn(b, 1, generator=g, dtype=torch.float64) * scale + torch.randn(b, k, generator=g, dtype=torch.float64)
+    c, target, out = (torch.tensor(x, dtype=r.dtype) for x in _brute_js(r.tolist()))
+    torch.testing.assert_close(js_shrinkage(r), c)
+    torch.testing.assert_close(js_target(r), target)
+    torch.testing.assert_close(js_baseline(r), out)
+    assert ((c >= 0) & (c <= 1)).all() and (c > 0).any()
+
+
+@pytest.mark.parametrize("k", [2, 3, 8])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_js_is_exactly_rloo_at_three_contexts(k, dtype):
+    # (B - 3) = 0: nothing to shrink towards that the B values can estimate, bit for bit RLOO
+    for seed in range(5):
+        r = _rewards(3, k, seed=seed, dtype=dtype)
+        assert torch.equal(js_baseline(r), rloo_baseline(r))
+        assert torch.equal(js_shrinkage(r), torch.zeros_like(r))
+        assert compute_baseline("js", r).shrinkage == 0.0
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -96,8 +161,10 @@ def test_js_endpoints_are_exactly_rloo_and_xctx(dtype):
     r = _rewards(6, 4, seed=3, dtype=dtype)
     assert torch.equal(js_shrink(r, 0.0), rloo_baseline(r))
     assert torch.equal(js_shrink(r, 1.0), xctx_baseline(r))
+    assert torch.equal(js_plugin_baseline(r, shrinkage=0.0), rloo_baseline(r))
+    assert torch.equal(js_plugin_baseline(r, shrinkage=torch.ones(6, 4, dtype=dtype)), xctx_baseline(r))
     assert torch.equal(js_baseline(r, shrinkage=0.0), rloo_baseline(r))
-    assert torch.equal(js_baseline(r, shrinkage=torch.ones(6, 4, dtype=dtype)), xctx_baseline(r))
+    assert torch.equal(js_baseline(r, shrinkage=torch.ones(6, 4, dtype=dtype)), js_target(r))
     # a per-sample lam mixes per sample
     lam = torch.tensor([0.0, 1.0, 0.0, 1.0], dtype=dtype).expand(6, 4)
     mixed = js_shrink(r, lam)
@@ -108,7 +175,7 @@ def test_js_endpoints_are_exactly_rloo_and_xctx(dtype):
 
 def test_registry_results_and_advantages():
     r = _rewards(5, 3, seed=4)
-    assert list(BASELINES) == ["none", "rloo", "xctx", "js"]
+    assert list(BASELINES) == ["none", "rloo", "xctx", "js", "js-plugin"]
     for name, fn in TENSOR_BASELINES.items():
         res = compute_baseline(name, r)
         assert isinstance(res, BaselineResult)
@@ -116,31 +183,38 @@ def test_registry_results_and_advantages():
         adv, shrink = advantages(name, r)
         assert torch.equal(adv, r - res.baseline)
         assert shrink == res.shrinkage
-        if name == "js":
-            assert shrink == pytest.approx(js_shrinkage(r).mean().item()) and 0.0 <= shrink <= 1.0
+        if name in SHRINKAGE:
+            assert shrink == pytest.approx(SHRINKAGE[name](r).mean().item()) and 0.0 <= shrink <= 1.0
         else:
             assert shrink is None
 
 
 def test_degenerate_rewards():
-    # no spread at all: lam = 1 by convention and every baseline is the common value
+    # no spread at all: every baseline is the common value (js-plugin's lam = 1 by convention; js has
+    # S = 0, nothing to shrink across, c = 0)
     r = torch.full((4, 3), 0.5)
-    assert torch.equal(js_shrinkage(r), torch.ones(4, 3))
-    torch.testing.assert_close(js_baseline(r), r)
-    # no within-context noise but distinct contexts: nothing to shrink, lam = 0, js is rloo
+    assert torch.equal(js_plugin_shrinkage(r), torch.ones(4, 3))
+    torch.testing.assert_close(js_plugin_baseline(r), r)
+    assert torch.equal(js_shrinkage(r), torch.zeros(4, 3))
+    assert torch.equal(js_baseline(r), r)
+    # no within-context noise but distinct contexts: nothing to shrink, both are rloo
     r = torch.arange(4.0).unsqueeze(1).expand(4, 3).contiguous()
+    assert torch.equal(js_plugin_shrinkage(r), torch.zeros(4, 3))
+    assert torch.equal(js_plugin_baseline(r), rloo_baseline(r))
     assert torch.equal(js_shrinkage(r), torch.zeros(4, 3))
     assert torch.equal(js_baseline(r), rloo_baseline(r))
     # integer rewards are treated as floats; rewards carrying gradients give a detached baseline
-    assert compute_baseline("js", torch.ones(3, 2, dtype=torch.int64)).baseline.is_floating_point()
-    rg = _rewards(3, 2, seed=5).requires_grad_()
-    assert not compute_baseline("js", rg).baseline.requires_grad
+    for name in SHRINKAGE:
+        assert compute_baseline(name, torch.ones(4, 2, dtype=torch.int64)).baseline.is_floating_point()
+        rg = _rewards(4, 2, seed=5).requires_grad_()
+        assert not compute_baseline(name, rg).baseline.requires_grad
 
 
 # ---------------------------------------------------------------------------------------------
 # (b) leave-one-out: b_ik is a function of the other rewards only (bit for bit, by construction)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(
     data=st.data(),
@@ -159,91 +233,127 @@ def test_baseline_does_not_depend_on_own_reward(data, b, k, dtype):
         before = compute_baseline(name, r).baseline
         after = compute_baseline(name, r2).baseline
         assert torch.equal(before[i, kk], after[i, kk]), name
-    assert torch.equal(js_shrinkage(r)[i, kk], js_shrinkage(r2)[i, kk])
-    # and js always lies between rloo and xctx
-    lo = torch.minimum(rloo_baseline(r), xctx_baseline(r))
-    hi = torch.maximum(rloo_baseline(r), xctx_baseline(r))
-    js = js_baseline(r)
+    for name, shrinkage in SHRINKAGE.items():
+        assert torch.equal(shrinkage(r)[i, kk], shrinkage(r2)[i, kk]), name
+    assert torch.equal(js_target(r)[i, kk], js_target(r2)[i, kk])
+    # js lies between rloo and its target zbar, js-plugin between rloo and xctx
     tol = 1e-5 * (1 + r.abs().max()) if dtype == torch.float32 else 1e-12 * (1 + r.abs().max())
-    assert ((js >= lo - tol) & (js <= hi + tol)).all()
+    for est, end in ((js_baseline(r), js_target(r)), (js_plugin_baseline(r), xctx_baseline(r))):
+        lo = torch.minimum(rloo_baseline(r), end)
+        hi = torch.maximum(rloo_baseline(r), end)
+        assert ((est >= lo - tol) & (est <= hi + tol)).all()
 
 
 # ---------------------------------------------------------------------------------------------
 # (c) error of b_ik as an estimate of the context mean mu_i under the random-effects model
+#
+# Paired over the same simulated batches: for every grid point, the per-batch MSE of each baseline,
+# and the mean and standard error of the per-batch difference to RLOO.
 
-REPS = 4000
-MSE_B = 16
-TAU2 = {"low": 0.01, "medium": 1.0, "high": 100.0}  # tau^2 / sigma^2, sigma = 1
+MSE_REPS = 1500
+MSE_BS = (4, 8, 16)
+MSE_KS = (2, 4)
+RATIOS = {"gaussian": (0.0, 0.1, 1.0, 4.0, 16.0), "binary": (0.0, 0.1, 1.0, 4.0)}  # tau^2 / sigma^2
+BINARY_MEAN = 0.3
+
+
+def _simulate(kind: str, b: int, k: int, ratio: float, reps: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mu [reps, B, 1], rewards [reps, B, K]) with tau^2/sigma^2 = ratio.
+
+    gaussian: mu_i ~ N(0, ratio), r_ik ~ N(mu_i, 1). binary (0/1 rewards): p_i ~ Beta with mean 0.3 and
+    alpha + beta = 1/ratio (then Var p / E[p(1-p)] = ratio), r_ik ~ Bernoulli(p_i)."""
+    g = torch.Generator().manual_seed(seed)
+    if kind == "gaussian":
+        mu = torch.randn(reps, b, 1, generator=g, dtype=torch.float64) * ratio**0.5
+        return mu, mu + torch.randn(reps, b, k, generator=g, dtype=torch.float64)
+    if ratio == 0:
+        p = torch.full((reps, b, 1), BINARY_MEAN, dtype=torch.float64)
+    else:
+        with torch.random.fork_rng():
+            torch.manual_seed(seed)
+            beta = torch.distributions.Beta(torch.tensor(BINARY_MEAN / ratio), torch.tensor((1 - BINARY_MEAN) / ratio))
+            p = beta.sample((reps, b, 1)).double()
+    return p, (torch.rand(reps, b, k, generator=g, dtype=torch.float64) < p).double()
+
+
+def _mse_point(kind: str, b: int, k: int, ratio: float, reps: int, seed: int) -> dict:
+    mu, r = _simulate(kind, b, k, ratio, reps, seed)
+    per_batch = {
+        name: (torch.vmap(TENSOR_BASELINES[name])(r) - mu).square().mean(dim=(1, 2))
+        for name in ("rloo", "xctx", "js", "js-plugin")
+    }
+    row = {"mse": {n: v.mean().item() for n, v in per_batch.items()}}
+    if b >= 8:
+        row["c"] = torch.vmap(js_shrinkage)(r).mean().item()
+    for name in ("js", "js-plugin"):
+        d = per_batch[name] - per_batch["rloo"]
+        row[f"z_{name}"] = (d.mean() / (d.std() / reps**0.5)).item()  # paired standard errors above RLOO
+    return row
 
 
 @pytest.fixture(scope="module")
-def mse_table() -> dict[tuple[int, str], dict[str, float]]:
-    """MSE E[(b_ik - mu_i)^2] per (K, regime) and baseline; 'oracle' is js with the true lam."""
-    table = {}
-    for (k, regime), seed in zip(itertools.product((2, 4), TAU2), itertools.count(2024)):
-        tau2 = TAU2[regime]
-        g = torch.Generator().manual_seed(seed)
-        mu = torch.randn(REPS, MSE_B, 1, generator=g, dtype=torch.float64) * tau2**0.5
-        r = mu + torch.randn(REPS, MSE_B, k, generator=g, dtype=torch.float64)
-        lam = torch.vmap(js_shrinkage)(r)
-        true_lam = (1 / (k - 1)) / (1 / (k - 1) + tau2)
-        estimates = {
-            "rloo": torch.vmap(rloo_baseline)(r),
-            "xctx": torch.vmap(xctx_baseline)(r),
-            "js": torch.vmap(js_shrink)(r, lam),  # = js_baseline, lam computed once
-            "oracle": torch.vmap(lambda x: js_shrink(x, true_lam))(r),
-        }
-        row = {name: ((b - mu) ** 2).mean().item() for name, b in estimates.items()}
-        row["mean_lam"] = lam.mean().item()
-        table[(k, regime)] = row
-    return table
+def mse_grid() -> dict[tuple, dict]:
+    grid = {}
+    seeds = itertools.count(2024)
+    for kind, ratios in RATIOS.items():
+        for b, k, ratio in itertools.product(MSE_BS, MSE_KS, ratios):
+            grid[(kind, b, k, ratio)] = _mse_point(kind, b, k, ratio, MSE_REPS, next(seeds))
+    return grid
 
 
-@pytest.mark.parametrize("k", [2, 4])
-@pytest.mark.parametrize("regime", list(TAU2))
-def test_js_mse_not_above_rloo(mse_table, k, regime):
-    # James-Stein dominance: shrinking the leave-one-out mean does not cost, at any tau (no slack). At
-    # high tau js ~ rloo and the gain is small (0.1-0.5%), but it is systematic: the paired difference
-    # sits 1.5-7 standard errors below zero over 20 seeds tried, never above
-    row = mse_table[(k, regime)]
-    assert row["js"] <= row["rloo"], row
-
-
-@pytest.mark.parametrize("k", [2, 4])
-@pytest.mark.parametrize("regime", ["medium", "high"])
-def test_js_mse_not_above_xctx(mse_table, k, regime):
-    row = mse_table[(k, regime)]
-    assert row["js"] <= row["xctx"], row
+@pytest.mark.slow  # the module's MSE grid: ~7 s once
+@pytest.mark.parametrize("kind", list(RATIOS))
+@pytest.mark.parametrize(
+    "name",
+    [
+        "js",
+        pytest.param("js-plugin", marks=pytest.mark.xfail(strict=True, reason="the paper's plug-in over-shrinks (E[1/chi^2])")),
+    ],
+)
+def test_mse_not_above_rloo(mse_grid, kind, name):
+    # the promise js makes: never worse than RLOO, at any B >= 4, K and tau^2/sigma^2 (3 paired standard
+    # errors of slack, the differences are exact ties where tau^2 >> sigma^2). js-plugin breaks it: up to
+    # several times RLOO's error at B = 4 and tau^2/sigma^2 >= 1
+    bad = {key[1:]: round(row[f"z_{name}"], 1) for key, row in mse_grid.items() if key[0] == kind and row[f"z_{name}"] > 3}
+    assert not bad, f"{name} above RLOO by more than 3 paired SE at (B, K, tau^2/sigma^2): {bad}"
 
 
 @pytest.mark.xfail(
     strict=True,
     reason=(
-        "known limit, not MC noise: at tau^2/sigma^2 = 0.01 XCTX's model (one mean for all) is nearly exact, "
-        "and lam estimated from B-1 = 15 contexts falls below 1 often enough to cost js 37% (K=4) to 73% (K=2) "
-        "over XCTX (paired z ~ 30). Any estimator shrinking hard enough to fix this loses to RLOO at "
-        "tau^2/sigma^2 = 1 (K=4); with the true lam (test_oracle_js_beats_both) js wins."
+        "known limit, not MC noise: 0/1 rewards at K = 2 whose contexts are nearly all-0 or all-1 (tau^2/sigma^2 = 16) "
+        "leave the pooled within-context variance resting on one or two mixed contexts; js then costs 1-3% over RLOO "
+        "(+4 to +9 paired SE over 3000 batches), down from 3-7% for the textbook factor nu/(nu+2)"
     ),
 )
-@pytest.mark.parametrize("k", [2, 4])
-def test_js_mse_not_above_xctx_near_homogeneous(mse_table, k):
-    row = mse_table[(k, "low")]
-    assert row["js"] <= row["xctx"], row
+def test_mse_not_above_rloo_binary_near_deterministic():
+    row = _mse_point("binary", 8, 2, 16.0, 3000, seed=77)
+    assert row["z_js"] <= 3, row
 
 
-@pytest.mark.parametrize("k", [2, 4])
-@pytest.mark.parametrize("regime", list(TAU2))
-def test_oracle_js_beats_both(mse_table, k, regime):
-    # with the true lam the interpolation is never worse than either end (no slack needed: the
-    # smallest margin, low tau vs XCTX, is 0.2-1.1% at ~15 paired standard errors)
-    row = mse_table[(k, regime)]
-    assert row["oracle"] <= min(row["rloo"], row["xctx"]), row
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(RATIOS))
+def test_js_gains_where_contexts_look_alike(mse_grid, kind):
+    # and it is not RLOO in disguise: where contexts barely differ it removes most of RLOO's error
+    for b, k in itertools.product((8, 16), MSE_KS):
+        row = mse_grid[(kind, b, k, 0.0)]
+        assert row["mse"]["js"] < 0.35 * row["mse"]["rloo"], (b, k, row)
 
 
-def test_estimated_lam_tracks_regime(mse_table):
-    for k in (2, 4):
-        lams = [mse_table[(k, regime)]["mean_lam"] for regime in TAU2]
-        assert lams[0] > 0.8 and lams[2] < 0.02 and lams[0] > lams[1] > lams[2], lams
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", list(RATIOS))
+def test_js_not_above_xctx_where_contexts_differ(mse_grid, kind):
+    for b, k in itertools.product(MSE_BS, MSE_KS):
+        row = mse_grid[(kind, b, k, 4.0)]
+        assert row["mse"]["js"] < row["mse"]["xctx"], (b, k, row)
+
+
+@pytest.mark.slow
+def test_shrinkage_tracks_regime(mse_grid):
+    for kind, ratios in RATIOS.items():
+        for b, k in itertools.product((8, 16), MSE_KS):
+            c = [mse_grid[(kind, b, k, ratio)]["c"] for ratio in ratios]
+            assert c[0] > 0.5 and c[-1] < 0.2 and all(x > y for x, y in zip(c, c[1:])), (kind, b, k, c)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -287,6 +397,40 @@ def test_policy_gradient_is_unbiased(name, b, k):
     assert (z.abs() < 4).all(), (name, z, true)
 
 
+def _random_bandit_error(baseline, b: int, k: int, reps: int, seed: int, level_sd: float = 3.0) -> torch.Tensor:
+    """Per-replicate squared gradient error ||g - dJ/dtheta||^2 [reps] on the softmax bandit above, with
+    the B contexts (arm offsets, levels, arm values) drawn afresh for every replicate: the error a
+    baseline gives on average over contexts, as in training. Same draws for every baseline (paired)."""
+    g = torch.Generator().manual_seed(seed)
+    arms = 3
+    theta = torch.tensor([0.3, -0.2, 0.1], dtype=torch.float64)
+    offset = torch.randn(reps, b, arms, generator=g, dtype=torch.float64)
+    q = level_sd * torch.randn(reps, b, 1, generator=g, dtype=torch.float64) + torch.randn(reps, b, arms, generator=g, dtype=torch.float64)
+    pi = torch.softmax(theta + offset, dim=-1)  # [reps, B, A]
+    true = (pi * (q - (pi * q).sum(-1, keepdim=True))).mean(1)  # [reps, A]
+    a = torch.multinomial(pi.reshape(-1, arms), k, replacement=True, generator=g).reshape(reps, b, k)
+    r = torch.gather(q, 2, a) + torch.randn(reps, b, k, generator=g, dtype=torch.float64)
+    adv = r - torch.vmap(baseline)(r)
+    score = torch.nn.functional.one_hot(a, arms).to(r.dtype) - pi.unsqueeze(2)
+    grads = (adv.unsqueeze(-1) * score).mean(dim=(1, 2))
+    return (grads - true).square().sum(-1)
+
+
+@pytest.mark.parametrize("b,k", [(4, 2), (4, 4), (6, 2)])
+@pytest.mark.parametrize(
+    "name",
+    ["js", pytest.param("js-plugin", marks=pytest.mark.xfail(strict=True, reason="plug-in: 1.03-1.25x RLOO's gradient error here"))],
+)
+def test_gradient_error_not_above_rloo(name, b, k):
+    # small batches with contexts far apart (level sd 3 vs noise 1) are where the plug-in over-shrinks
+    seed = 31 * b + k
+    err = _random_bandit_error(TENSOR_BASELINES[name], b, k, reps=20000, seed=seed)
+    ref = _random_bandit_error(rloo_baseline, b, k, reps=20000, seed=seed)
+    d = err - ref
+    z = (d.mean() / (d.std() / d.numel() ** 0.5)).item()
+    assert z <= 3, (name, b, k, z, (err.mean() / ref.mean()).item())
+
+
 def test_bandit_detects_a_biased_baseline():
     # control: a context mean that includes r_ik shrinks the expected gradient by (1 - 1/K)
     def own_mean(r):
@@ -316,7 +460,7 @@ def _one_line(exc: pytest.ExceptionInfo) -> str:
     return msg
 
 
-@pytest.mark.parametrize("name", ["rloo", "xctx", "js"])
+@pytest.mark.parametrize("name", ["rloo", "xctx", "js", "js-plugin"])
 def test_too_few_samples(name):
     with pytest.raises(BaselineError) as exc:
         compute_baseline(name, torch.zeros(4, 1))
@@ -329,18 +473,20 @@ def test_too_few_samples(name):
         TENSOR_BASELINES[name](torch.zeros(4, 1))
 
 
+@pytest.mark.parametrize("name", ["js", "js-plugin"])
 @pytest.mark.parametrize("contexts", [1, 2])
-def test_js_needs_three_contexts(contexts):
+def test_js_needs_three_contexts(name, contexts):
     with pytest.raises(BaselineError) as exc:
-        compute_baseline("js", torch.zeros(contexts, 4))
+        compute_baseline(name, torch.zeros(contexts, 4))
     msg = _one_line(exc)
-    assert "js" in msg and f"B={contexts}" in msg and "3 contexts" in msg
-    with pytest.raises(ValueError):
-        js_shrinkage(torch.zeros(contexts, 4))
-    with pytest.raises(ValueError):
-        js_shrink(torch.zeros(contexts, 4), 0.5)
-    validate_baseline("js", 3, 2)  # the smallest valid shape
-    for name in ("none", "rloo", "xctx"):  # only js needs several contexts
+    assert repr(name) in msg and f"B={contexts}" in msg and "3 contexts" in msg
+    with pytest.raises(BaselineError):
+        validate_baseline(name, contexts, 4)
+    for fn in (SHRINKAGE[name], TENSOR_BASELINES[name], lambda r: js_shrink(r, 0.5), js_target):
+        with pytest.raises(ValueError):
+            fn(torch.zeros(contexts, 4))
+    validate_baseline(name, 3, 2)  # the smallest valid shape
+    for name in ("none", "rloo", "xctx"):  # only js and js-plugin need several contexts
         validate_baseline(name, contexts, 2)
         compute_baseline(name, torch.zeros(contexts, 2))
 
