@@ -50,7 +50,7 @@ def train(
     backbone: str = typer.Option("analytic", help="Backbone name (analytic, sdxl, sd35-medium, flux-dev, ...)."),
     model: Optional[str] = typer.Option(None, help="Hub id or local folder of the backbone's weights."),
     steps: int = typer.Option(5, help="Step budget N: the policy outputs N increments."),
-    baseline: str = typer.Option("js", help="Reward baseline: none, rloo, xctx or js."),
+    baseline: str = typer.Option("js", help="Reward baseline: none, rloo, xctx, js (James–Stein, Efron–Morris; needs --contexts >= 3) or js-plugin (the paper's plug-in, for comparison)."),
     reward: str = typer.Option("geneval", help="Reward to maximise (geneval, ocr, ...)."),
     suite: str = typer.Option("geneval", help="Suite whose training prompts are used."),
     policy: PolicyKind = typer.Option(PolicyKind.instance, help="instance: prompt + noise; prompt: prompt only; global: one schedule."),
