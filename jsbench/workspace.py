@@ -1,0 +1,108 @@
+"""Where the project's files are, and guards that keep a command from destroying them.
+
+The project root is found the way git finds a repository: walk up from the working directory to
+the first folder that holds `policies/` or `leaderboards/`; if none does, fall back to the source
+checkout the package was installed from (an editable install), if it has them. So `jsbench compare`
+run from any folder finds the shipped policies and the committed leaderboards; `--policies` and
+`--leaderboards` override.
+
+`output_lock(folder)` is an exclusive advisory lock (flock) on `folder/.jsbench.lock`: a second
+command writing the same folder refuses with one line instead of interleaving its files. The kernel
+drops the lock when the holder exits, however it exits, so a killed run never leaves a stale lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+
+from jsbench import JsbenchError
+
+MARKERS = ("policies", "leaderboards")
+LOCK_NAME = ".jsbench.lock"
+POLICY_FILES = ("manifest.json", "policy.safetensors")
+
+
+def _is_root(folder: Path) -> bool:
+    return any((folder / m).is_dir() for m in MARKERS)
+
+
+def find_root(start: str | Path | None = None) -> Path | None:
+    """The nearest folder at or above `start` (default: cwd) holding policies/ or leaderboards/, else
+    the source checkout next to the installed package if it holds them, else None."""
+    here = Path(start if start is not None else os.getcwd()).resolve()
+    for folder in (here, *here.parents):
+        if _is_root(folder):
+            return folder
+    checkout = Path(__file__).resolve().parents[1]  # <checkout>/jsbench/workspace.py
+    if (checkout / "pyproject.toml").is_file() and _is_root(checkout):
+        return checkout
+    return None
+
+
+def project_dir(name: str, start: str | Path | None = None) -> Path:
+    """`<root>/<name>` of the project root, or `./<name>` when there is no root."""
+    root = find_root(start)
+    return (root / name) if root is not None else Path(name)
+
+
+def holds_policy(folder: str | Path) -> bool:
+    folder = Path(folder)
+    return any((folder / f).exists() for f in POLICY_FILES)
+
+
+def refuse_existing_policy(folder: str | Path, overwrite: bool) -> None:
+    """Refuse to train into a folder that already holds a policy, unless told to overwrite it."""
+    if not overwrite and holds_policy(folder):
+        raise JsbenchError(
+            f"{folder} already holds a policy; choose another --out (e.g. runs/...) or pass --overwrite to replace it"
+        )
+
+
+@contextlib.contextmanager
+def output_lock(folder: str | Path, what: str = "run"):
+    """Hold an exclusive lock on `folder` for the block; refuse at once if another process holds it."""
+    import fcntl
+
+    folder = Path(folder)
+    created = not folder.exists()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / LOCK_NAME
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "?"
+            raise JsbenchError(f"{folder} is in use by another {what} (pid {holder}); wait for it or choose another --out") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            yield path
+        finally:
+            os.ftruncate(fd, 0)
+            if created and [p.name for p in folder.iterdir()] == [LOCK_NAME]:
+                path.unlink()  # a refused or failed first run leaves no empty folder behind
+                folder.rmdir()
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+RUN_FILES = ("checkpoint.pt", "train_log.jsonl", *POLICY_FILES)
+
+
+def clear_run(folder: str | Path) -> None:
+    """Remove a previous run's checkpoint, log and policy from `folder` (train --overwrite)."""
+    for name in RUN_FILES:
+        (Path(folder) / name).unlink(missing_ok=True)
+
+
+def display_path(path: str | Path) -> str:
+    """`path` as a user can pass it back: relative to the current folder when it lies below it, else absolute."""
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,87 @@
+"""Commands never destroy work and find the project from any folder (issue 16)."""
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jsbench.backbones import load_backbone
+from jsbench.policy import make_policy
+from jsbench.workspace import find_root, output_lock
+
+REPO = Path(__file__).resolve().parents[1]
+TINY_TRAIN = ["--steps", "3", "--policy", "global", "--iters", "1", "-B", "4", "-K", "2", "--no-progress"]
+
+
+def _digest(folder: Path) -> dict:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def _one_line_refusal(result, *fragments):
+    code, out, err = result
+    assert code != 0 and "Traceback" not in err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1, err
+    for frag in fragments:
+        assert frag in lines[0], lines[0]
+
+
+def test_train_refuses_a_folder_holding_a_policy_unless_overwrite(cli, tmp_path):
+    folder = tmp_path / "shipped"
+    make_policy(load_backbone("analytic"), 3, "global").save(folder, {"backbone": "analytic", "baseline": "js"})
+    (folder / "train_log.jsonl").write_text('{"iteration": 0, "reward": 0.5}\n')
+    before = _digest(folder)
+    _one_line_refusal(cli("train", "--out", folder, *TINY_TRAIN), "already holds a policy", "--overwrite")
+    assert _digest(folder) == before  # nothing touched, the log not appended to
+    code, out, err = cli("train", "--out", folder, *TINY_TRAIN, "--overwrite")
+    assert code == 0, err
+    log = (folder / "train_log.jsonl").read_text().splitlines()
+    assert len(log) == 1 and '"reward": 0.5}' not in log[0]  # the old log was replaced, not appended to
+    assert _digest(folder)["manifest.json"] != before["manifest.json"]  # the new run's manifest (its train config)
+
+
+def test_a_refused_train_leaves_no_empty_folder(cli, tmp_path):
+    _one_line_refusal(cli("train", "--out", tmp_path / "new", "--baseline", "ppo"), "unknown baseline")
+    assert not (tmp_path / "new").exists()
+
+
+def test_a_second_run_on_the_same_out_refuses_while_the_first_holds_it(cli, tmp_path):
+    folder = tmp_path / "run"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom jsbench.workspace import output_lock\n"
+         "with output_lock(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(60)\n", str(folder)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        _one_line_refusal(cli("train", "--out", folder, *TINY_TRAIN), "in use by another", f"pid {holder.pid}")
+        assert not (folder / "train_log.jsonl").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    # the kernel dropped the killed holder's lock: no stale lock blocks the next run
+    with output_lock(folder):
+        pass
+
+
+def test_project_root_is_found_from_below_and_from_outside(tmp_path, monkeypatch):
+    (tmp_path / "proj" / "policies").mkdir(parents=True)
+    deep = tmp_path / "proj" / "a" / "b"
+    deep.mkdir(parents=True)
+    assert find_root(deep) == (tmp_path / "proj").resolve()
+    # outside any project: the source checkout the package runs from (an editable install)
+    assert find_root(tmp_path) == REPO
+
+
+def test_policies_list_from_another_folder_finds_the_shipped_ones(cli):
+    code, out, err = cli("policies", "list", "--format", "csv")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("path,backbone,steps")
+    paths = {line.split(",")[0]: line for line in lines[1:]}
+    shipped = str(REPO / "policies" / "analytic" / "js-n5")  # absolute: it does not lie below the current folder
+    assert paths[shipped].startswith(shipped + ",analytic,5,instance,js,geneval,"), out
