@@ -204,13 +204,36 @@ def prompts(
     suite: str = typer.Option("geneval", help="Suite."),
     backbone: str = typer.Option("analytic"),
     split: str = typer.Option("test", help="test, train or all."),
+    fmt: str = typer.Option("tsv", "--format", help="tsv: task<TAB>prompt; jsonl: one json.dumps(metadata) a line (for --suite geneval on a real backbone, GenEval's evaluation_metadata.jsonl byte for byte)."),
 ):
-    """Print a suite's prompts (task<TAB>prompt)."""
+    """Print a suite's prompts. Loads no model weights: the backbone is only asked whether it draws the embedded world."""
+    import json
+
     from jsbench.suites import load_suite
 
-    s = load_suite(suite, _backbone(backbone, None, None))
-    for it in s.items(split):
+    if fmt not in ("tsv", "jsonl"):
+        raise JsbenchError(f"unknown --format {fmt!r}: use tsv or jsonl")
+    s = load_suite(suite, _listing_backbone(backbone))
+    items = s.items(split)
+    if fmt == "jsonl":
+        sys.stdout.write("".join(json.dumps(it.metadata if it.metadata else {"tag": it.task, "prompt": it.prompt}) + "\n" for it in items))
+        return
+    for it in items:
         typer.echo(f"{it.task}\t{it.prompt}")
+
+
+def _listing_backbone(name: str):
+    """What a suite needs to list its prompts: the backbone's name and whether it draws the embedded world,
+    read from its class without building it (no weights); a backbone whose class is unknown is loaded."""
+    from types import SimpleNamespace
+
+    from jsbench.backbones import backbone_class
+
+    cls = backbone_class(name)
+    if cls is None:
+        return _backbone(name, None, None)
+    return SimpleNamespace(name=name, model_id=getattr(cls, "default_model_id", name), device=None,
+                           draws_embedded_world=bool(getattr(cls, "draws_embedded_world", False)))
 
 
 @schedules_app.command("plot")

@@ -11,10 +11,10 @@ import csv
 import io
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from jsbench.results import Record, latest
+from jsbench.results import PROVENANCE_FIELDS, Record, latest
 
 METHOD_ORDER = ["default", "uniform", "global", "js", "js (prompt-only)", "rloo", "xctx", "none"]
 
@@ -45,16 +45,43 @@ class Table:
     steps: int
     tasks: list[str]
     rows: list[dict]  # method, steps, per-task values, overall, stderr, delta, delta_stderr, n_images
+    provenance: dict = field(default_factory=dict)  # detector, colour model, prompt set, OCR engine, reward model
+
+    @property
+    def key(self) -> tuple:
+        return (self.backbone, self.model_id, self.steps, provenance_key(self.provenance))
+
+
+def provenance_key(provenance: dict) -> tuple[str, ...]:
+    """Provenance as a sortable tuple in PROVENANCE_FIELDS order ("" where it does not apply)."""
+    return tuple(str(provenance.get(f) or "") for f in PROVENANCE_FIELDS)
+
+
+def provenance_text(provenance: dict) -> str:
+    """One line for a section header: what scored its rows."""
+    names = {"detector": "detector", "color_model": "colour model", "prompt_set": "prompts sha256", "ocr_engine": "OCR engine", "reward_model": "reward model"}
+    parts = [f"{names[f]} `{provenance[f]}`" for f in PROVENANCE_FIELDS if provenance.get(f)]
+    return "Scored by " + ", ".join(parts) + "." if parts else ""
+
+
+def unofficial_detectors(tables: list["Table"], suite: str) -> list[str]:
+    """The detectors of a GenEval page that are not GenEval's own (mmdet's Mask2Former Swin-S)."""
+    from jsbench.rewards.detectors import OFFICIAL_DETECTOR_ID
+
+    if suite != "geneval":
+        return []
+    return sorted({t.provenance.get("detector") or "unrecorded" for t in tables} - {OFFICIAL_DETECTOR_ID})
 
 
 def build_tables(records: list[Record], suite: str, metric: str) -> list[Table]:
     recs = [r for r in latest(records) if r.suite == suite and r.metric == metric]
     ceilings = [r for r in recs if r.method.startswith("ceiling")]
-    budgets = sorted({(r.backbone, r.model_id, r.steps) for r in recs if not r.method.startswith("ceiling")})
+    # rows scored with another detector, colour model, prompt set, OCR engine or reward model are another section
+    budgets = sorted({(r.backbone, r.model_id, r.steps, provenance_key(r.provenance())) for r in recs if not r.method.startswith("ceiling")})
     tables = []
-    for backbone, model_id, steps in budgets:
-        here = [r for r in recs if r.backbone == backbone and r.model_id == model_id and r.steps == steps and not r.method.startswith("ceiling")]
-        here += [r for r in ceilings if r.backbone == backbone and r.model_id == model_id]
+    for backbone, model_id, steps, prov in budgets:
+        here = [r for r in recs if (r.backbone, r.model_id, r.steps, provenance_key(r.provenance())) == (backbone, model_id, steps, prov) and not r.method.startswith("ceiling")]
+        here += [r for r in ceilings if (r.backbone, r.model_id, provenance_key(r.provenance())) == (backbone, model_id, prov)]
         tasks = list(dict.fromkeys(r.task for r in here if r.task != "overall"))
         rows = []
         for method in sorted({r.method for r in here}, key=_method_rank):
@@ -74,14 +101,20 @@ def build_tables(records: list[Record], suite: str, metric: str) -> list[Table]:
                     "n_images": overall.n_images,
                 }
             )
-        tables.append(Table(backbone, model_id, steps, tasks, rows))
+        tables.append(Table(backbone, model_id, steps, tasks, rows, provenance={f: v for f, v in zip(PROVENANCE_FIELDS, prov) if v}))
     return tables
 
 
 def render_markdown(tables: list[Table], suite: str, metric: str, command: str, extra: str = "") -> str:
     out = [f"# {suite} leaderboard", "", f"Metric: `{metric}` (overall = mean of the task means). Regenerate: `{command}`.", ""]
+    others = unofficial_detectors(tables, suite)
+    if others:
+        out += [f"**Detector:** {', '.join(f'`{d}`' for d in others)}, not GenEval's official detector (mmdet's Mask2Former "
+                "Swin-S). Rows compare with each other, not with published GenEval tables.", ""]
     for t in tables:
         out += [f"## {t.backbone} · {t.model_id} · {t.steps} steps", ""]
+        if provenance_text(t.provenance):
+            out += [provenance_text(t.provenance), ""]
         header = ["method", "steps", *t.tasks, "overall", "Δ vs default"]
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "|".join(["---"] * len(header)) + "|")
@@ -100,8 +133,8 @@ def render_markdown(tables: list[Table], suite: str, metric: str, command: str, 
 def cross_budget(tables: list[Table]) -> list[str]:
     """Overall score of each method at each step budget (one table per backbone), like the paper's."""
     out = []
-    for backbone, model_id in dict.fromkeys((t.backbone, t.model_id) for t in tables):
-        mine = sorted((t for t in tables if (t.backbone, t.model_id) == (backbone, model_id)), key=lambda t: t.steps)
+    for backbone, model_id, prov in dict.fromkeys((t.backbone, t.model_id, provenance_key(t.provenance)) for t in tables):
+        mine = sorted((t for t in tables if (t.backbone, t.model_id, provenance_key(t.provenance)) == (backbone, model_id, prov)), key=lambda t: t.steps)
         if len(mine) < 2:
             continue
         methods = sorted({r["method"] for t in mine for r in t.rows}, key=_method_rank)
@@ -118,7 +151,7 @@ def cross_budget(tables: list[Table]) -> list[str]:
     return out
 
 
-CSV_FIELDS = ["backbone", "model_id", "steps", "method", "task", "value", "stderr", "delta", "delta_stderr", "n_images"]
+CSV_FIELDS = ["backbone", "model_id", "steps", "method", "task", "value", "stderr", "delta", "delta_stderr", "n_images", *PROVENANCE_FIELDS]
 
 
 def render_csv(tables: list[Table]) -> str:
@@ -132,7 +165,7 @@ def render_csv(tables: list[Table]) -> str:
                 writer.writerow(
                     [t.backbone, t.model_id, row["steps"], row["method"], task, _num(value),
                      _num(row["stderr"]) if task == "overall" else "", _num(row["delta"]) if task == "overall" else "",
-                     _num(row["delta_stderr"]) if task == "overall" else "", row["n_images"]]
+                     _num(row["delta_stderr"]) if task == "overall" else "", row["n_images"], *provenance_key(t.provenance)]
                 )
     return buf.getvalue()
 

@@ -7,18 +7,22 @@ for each key.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import subprocess
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from jsbench import JsbenchError, __version__
 from jsbench.evaluate import EvalRun, ScheduleSource, append_lines
 from jsbench.suites.base import mean_stderr
 
-KEY_FIELDS = ("backbone", "model_id", "steps", "method", "suite", "task", "metric")
+PROVENANCE_FIELDS = ("detector", "color_model", "prompt_set", "ocr_engine", "reward_model")
+# a record is one (configuration, provenance, task, metric): numbers from another detector, colour model,
+# prompt set, OCR engine or reward model are another record, never a replacement
+KEY_FIELDS = ("backbone", "model_id", "steps", "method", "suite", "task", "metric", *PROVENANCE_FIELDS)
 
 
 @dataclass
@@ -42,9 +46,18 @@ class Record:
     created: float
     delta_vs_default: float | None = None
     delta_stderr: float | None = None
+    # provenance (None: does not apply, or a record written before jsbench recorded it)
+    detector: str | None = None  # GenEval object detector id, e.g. "mask2former:facebook/..." or "embedded-exact"
+    color_model: str | None = None  # GenEval colour classifier id
+    prompt_set: str | None = None  # sha256 of the evaluated prompts, one json.dumps(metadata) a line
+    ocr_engine: str | None = None
+    reward_model: str | None = None
 
     def key(self) -> tuple:
         return tuple(getattr(self, f) for f in KEY_FIELDS)
+
+    def provenance(self) -> dict:
+        return {f: getattr(self, f) for f in PROVENANCE_FIELDS}
 
 
 def git_commit() -> str | None:
@@ -55,11 +68,37 @@ def git_commit() -> str | None:
         return None
 
 
+def prompt_set_hash(items) -> str:
+    """sha256 of the distinct prompts evaluated, in order, one `json.dumps` of each item's metadata a line
+    (its task and prompt when it has none): for GenEval's official prompts, the official file's sha256."""
+    seen, lines = set(), []
+    for it in items:
+        if it.prompt in seen:
+            continue
+        seen.add(it.prompt)
+        lines.append(json.dumps(it.metadata if it.metadata else {"tag": it.task, "prompt": it.prompt}) + "\n")
+    return hashlib.sha256("".join(lines).encode("utf-8")).hexdigest()
+
+
+def suite_provenance(suite, items=None) -> dict:
+    """The suite's provenance fields (`suite.provenance()`, optional), with `prompt_set` the hash of the
+    items evaluated when they are given."""
+    out = dict.fromkeys(PROVENANCE_FIELDS)
+    get = getattr(suite, "provenance", None)
+    if callable(get):
+        out.update({k: v for k, v in get().items() if k in out})
+    if items is not None:
+        out["prompt_set"] = prompt_set_hash(items)
+    return out
+
+
 def make_records(backbone, suite, source: ScheduleSource, run: EvalRun, reference: EvalRun | None = None) -> list[Record]:
     """Aggregate a run into records; with a reference run (the default schedule on the same prompts and
-    seeds) each record also carries the paired difference to it and that difference's stderr."""
+    seeds) each record also carries the paired difference to it and that difference's stderr. Every
+    record carries the suite's provenance and the hash of the prompts it averages over."""
     rows = run.rows()
     items = [it for it, _ in rows]
+    provenance = suite_provenance(suite, run.items)
     metrics = suite.aggregate(run.scores, items)
     deltas = {}
     if reference is not None:
@@ -95,6 +134,7 @@ def make_records(backbone, suite, source: ScheduleSource, run: EvalRun, referenc
                 created=now,
                 delta_vs_default=d[0],
                 delta_stderr=d[1],
+                **provenance,
             )
         )
     return out
@@ -113,12 +153,14 @@ def read_records(path: str | Path) -> list[Record]:
     path = Path(path)
     if not path.exists():
         return []
+    known = {f.name for f in fields(Record)}
     out = []
     for line in path.read_text().splitlines():
         try:
             data = json.loads(line)
-            out.append(Record(**{k: (float("nan") if v is None and k in ("value", "stderr") else v) for k, v in data.items()}))
-        except (json.JSONDecodeError, TypeError):
+            # fields this version does not know are dropped; fields it added since default to None
+            out.append(Record(**{k: (float("nan") if v is None and k in ("value", "stderr") else v) for k, v in data.items() if k in known}))
+        except (json.JSONDecodeError, TypeError, AttributeError):
             continue
     return out
 
@@ -131,4 +173,4 @@ def latest(records: list[Record]) -> list[Record]:
     return list(newest.values())
 
 
-__all__ = ["Record", "make_records", "append_records", "read_records", "latest", "mean_stderr"]
+__all__ = ["Record", "KEY_FIELDS", "PROVENANCE_FIELDS", "make_records", "suite_provenance", "prompt_set_hash", "append_records", "read_records", "latest", "mean_stderr"]

@@ -169,7 +169,9 @@ def test_missing_detector_weights_and_mmdet_refuse_in_one_line(tmp_path, monkeyp
     with pytest.raises(JsbenchError) as err:
         suite.score(torch.rand(1, 3, 16, 16), items)
     msg = str(err.value)
-    assert "\n" not in msg and "google/owlv2-base-patch16-ensemble" in msg and "hf download" in msg
+    assert "\n" not in msg and "facebook/mask2former-swin-small-coco-instance" in msg and "hf download" in msg
+    with pytest.raises(JsbenchError, match="google/owlv2-base-patch16-ensemble"):
+        load_suite("geneval", REAL, detector="owl").score(torch.rand(1, 3, 16, 16), items)
     monkeypatch.setenv("JSBENCH_GENEVAL_DETECTOR", "acme/owl-custom")
     with pytest.raises(JsbenchError, match="acme/owl-custom"):
         load_suite("geneval", REAL).score(torch.rand(1, 3, 16, 16), items)
@@ -256,7 +258,7 @@ def test_suite_scores_with_genevals_rules(tmp_path):
     items = items + items[:1]  # two images of the first prompt
     scores = suite.score(torch.stack([_scene()] * len(items)), items)
     assert [s["correct"] for s in scores] == [1, 0, 0, 1, 1, 0, 1]
-    assert set(detector.classes[0]) == {"cat", "bus", "dog"}
+    assert detector.classes[0] == [["cat"], ["cat", "bus"], ["cat"], ["cat"], ["cat", "dog"], ["cat", "dog"], ["cat"]]  # each image its own
     metrics = {(m.task, m.metric): m.value for m in suite.aggregate(scores, items)}
     assert metrics[("overall", "correct")] == pytest.approx(3 / 6)
     assert metrics[("overall", "correct_images")] == pytest.approx(4 / 7)

@@ -38,3 +38,15 @@ available_backbones = _REGISTRY.names
 
 def load_backbone(name: str, model: str | None = None, device: str | None = None) -> Backbone:
     return _REGISTRY.get(name)(model=model, device=device)
+
+
+def backbone_class(name: str) -> type | None:
+    """The class backbone `name`'s factory returns (its return annotation), found without building it, so
+    class attributes such as `draws_embedded_world` can be read without loading weights; None if unknown."""
+    import inspect
+
+    try:
+        annotation = inspect.signature(_REGISTRY.get(name), eval_str=True).return_annotation
+    except (NameError, TypeError, ValueError, SyntaxError):
+        return None
+    return annotation if isinstance(annotation, type) else None

@@ -185,13 +185,13 @@ def _hub_file(repo_id: str, filenames: str | Sequence[str], what: str, repo_type
     )
 
 
-def load_open_clip(arch: str, pretrained: str | None, device=None, state_dict_path: str | None = None) -> ClipModel:
+def load_open_clip(arch: str, pretrained: str | None, device=None, state_dict_path: str | None = None, dtype: torch.dtype | None = None) -> ClipModel:
     """An open_clip model as a `ClipModel`, built once per (arch, weights, device) in this process.
 
     `pretrained`: an open_clip tag (resolved from the local HF cache only) or a local file; None builds
     random weights (tests). `state_dict_path`: a checkpoint loaded over the model (HPS)."""
     device = torch.device(device) if device is not None else default_device()
-    key = ("open_clip", arch, pretrained, state_dict_path, str(device))
+    key = ("open_clip", arch, pretrained, state_dict_path, str(device), str(dtype))
 
     def build() -> ClipModel:
         open_clip = require_open_clip()
@@ -211,18 +211,19 @@ def load_open_clip(arch: str, pretrained: str | None, device=None, state_dict_pa
         mean = getattr(visual, "image_mean", None) or OPENAI_MEAN
         std = getattr(visual, "image_std", None) or OPENAI_STD
         tokenizer = open_clip.get_tokenizer(arch)
-        return ClipModel(model, tokenizer, size, mean, std, device=device)
+        return ClipModel(model, tokenizer, size, mean, std, device=device, dtype=dtype)
 
     return _cached(key, build)
 
 
-def clip_from_spec(spec: str | None = None, device=None) -> ClipModel:
-    """"ARCH:TAG" or "ARCH:/path/to/weights" (default $JSBENCH_CLIP_MODEL, else ViT-L-14:openai)."""
+def clip_from_spec(spec: str | None = None, device=None, dtype: torch.dtype | None = None) -> ClipModel:
+    """"ARCH:TAG" or "ARCH:/path/to/weights" (default $JSBENCH_CLIP_MODEL, else ViT-L-14:openai); `dtype`
+    None runs bf16 on CUDA (GenEval's colour rule asks for float32)."""
     spec = spec or os.environ.get("JSBENCH_CLIP_MODEL") or DEFAULT_CLIP
     arch, sep, pretrained = spec.partition(":")
     if not sep or not arch or not pretrained:
         raise JsbenchError(f"CLIP model {spec!r} must be ARCH:TAG or ARCH:/path/to/weights, e.g. {DEFAULT_CLIP}")
-    return load_open_clip(arch, pretrained, device=device)
+    return load_open_clip(arch, pretrained, device=device, dtype=dtype)
 
 
 def resolve_hps_checkpoint(checkpoint: str | None = None, version: str = "v2.1") -> str:

@@ -9,8 +9,8 @@ box centres after subtracting a margin of 0.1 * (w_A + w_B) (and h) from the off
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -39,12 +39,14 @@ COLORS: tuple[str, ...] = ("red", "orange", "yellow", "green", "blue", "purple",
 
 @dataclass(frozen=True)
 class Detection:
-    """One detected object: class name, box (x0, y0, x1, y1) in pixels, confidence, colour name or None."""
+    """One detected object: class name, box (x0, y0, x1, y1) in pixels, confidence, colour name or None,
+    and the detector's mask (a bool [H, W] tensor of the image) when it has one."""
 
     label: str
     box: tuple[float, float, float, float]
     confidence: float
     color: str | None = None
+    mask: Any = field(default=None, compare=False, repr=False)
 
 
 def relative_position(box_a: Sequence[float], box_b: Sequence[float]) -> set[str]:
@@ -71,14 +73,20 @@ def relative_position(box_a: Sequence[float], box_b: Sequence[float]) -> set[str
 
 
 def group_detections(detections: Sequence[Detection], tag: str) -> dict[str, list[Detection]]:
-    """Per class, the detections above the task's threshold, most confident first, at most 16."""
+    """Per class, the detections above the task's threshold, most confident first, at most 16.
+
+    The order is GenEval's: numpy's argsort of the class's confidences (float32, in the order the
+    detector listed them), reversed, so of two equal confidences the later-listed detection comes first."""
     threshold = COUNTING_CONFIDENCE if tag == "counting" else CONFIDENCE
+    listed: dict[str, list[Detection]] = {}
+    for det in detections:
+        listed.setdefault(det.label, []).append(det)
     by_class: dict[str, list[Detection]] = {}
-    for det in sorted(detections, key=lambda d: -d.confidence):
-        if det.confidence > threshold:
-            group = by_class.setdefault(det.label, [])
-            if len(group) < MAX_OBJECTS:
-                group.append(det)
+    for name, dets in listed.items():
+        scores = np.asarray([d.confidence for d in dets], dtype=np.float32)
+        kept = [dets[i] for i in np.argsort(scores)[::-1] if scores[i] > threshold][:MAX_OBJECTS]
+        if kept:
+            by_class[name] = kept
     return by_class
 
 

@@ -5,12 +5,16 @@ GenEval metadata file over them (`metadata=PATH`, hand-edited rules allowed), an
 world's exact detector on the rendered pixels. Per image: `correct` (0/1). Aggregate:
 per-task means and `overall`, the mean of the six task means (GenEval's headline number).
 
-On a real backbone (`RealGenEvalSuite`) the prompts are our 553 GenEval-structured prompts
-(`jsbench.suites.geneval_prompts`) or GenEval's own `evaluation_metadata.jsonl` (`metadata=PATH`); the
-detector is OWLv2 from transformers (`detector=` a model id or local folder, else
-$JSBENCH_GENEVAL_DETECTOR, else google/owlv2-base-patch16-ensemble; `detector="mmdet"` refuses until
-implemented) and colours come from GenEval's CLIP zero-shot rule (`color_model="ARCH:TAG"`, else
-$JSBENCH_GENEVAL_COLOR_MODEL, else ViT-L-14:openai). Both load on first scoring, local files only.
+On a real backbone (`RealGenEvalSuite`) the prompts are GenEval's official 553
+(`jsbench.suites.geneval_prompts`, its generator at seed 43, byte for byte) or any
+`evaluation_metadata.jsonl` (`metadata=PATH`); training prompts come from the same generator under other
+seeds, minus every entry whose rules equal a test entry's. The detector (`jsbench.rewards.detectors`) is
+`detector=` a spec or an object, else $JSBENCH_GENEVAL_DETECTOR, else Mask2Former (COCO instance, from
+transformers); `owl` and `mmdet` (the official one, when mmdet is installed) are options. Each image is
+detected against its own prompt's classes, so its verdict never depends on the other prompts of a batch.
+Colours come from GenEval's CLIP rule on the detection's mask over grey #999 (`color_model="ARCH:TAG"`,
+else $JSBENCH_GENEVAL_COLOR_MODEL, else ViT-L-14:openai, fp32 weights). Models load on first scoring,
+local files only; `provenance()` names them (and the prompt set's sha256) without loading anything.
 Aggregates add GenEval's summary lines: `correct_images` (share of images correct) and
 `correct_prompts` (share of prompts with at least one correct image), both under task `overall`.
 """
@@ -46,6 +50,12 @@ class GenEvalSuite:
         self._by_prompt = {p["prompt"]: p for p in self._prompts}
 
     _file_prompts: list[dict] | None = None  # set by `use_metadata`
+
+    def provenance(self) -> dict:
+        """The world's exact detector finds objects and their colours from the rendered pixels."""
+        from jsbench.rewards.detectors import WORLD_ID
+
+        return {"detector": WORLD_ID, "color_model": WORLD_ID}
 
     def use_metadata(self, path) -> "GenEvalSuite":
         """Evaluate on a GenEval metadata file (hand-edited rules included) instead of the world's test
@@ -131,6 +141,20 @@ class RealGenEvalSuite:
         self._color_model = color_model
         self._device = device if device is not None else getattr(backbone, "device", None)
 
+    def provenance(self) -> dict:
+        """What produced this suite's scores, known without loading a model: the detector, the colour
+        model, and the sha256 of the test prompt set (GenEval's serialisation; the official file's hash for
+        the official prompts)."""
+        from jsbench.rewards.detectors import ColorClassifier, detector_id
+        from jsbench.suites.geneval_prompts import prompt_set_hash
+
+        if self._detector is not None:
+            det = str(getattr(self._detector, "id", None) or getattr(self._detector, "name", "custom"))
+        else:
+            det = detector_id(self._detector_spec)
+        color = (self._color if self._color is not None else ColorClassifier(spec=self._color_model)).id
+        return {"detector": det, "color_model": color, "prompt_set": prompt_set_hash(self._prompts)}
+
     @property
     def detector(self):
         if self._detector is None:
@@ -177,7 +201,8 @@ class RealGenEvalSuite:
             if "color" not in req:
                 continue
             found = groups.get(req["class"], [])[: int(req["count"])]
-            for det, color in zip(found, self.color_classifier.classify(image, [d.box for d in found], req["class"])):
+            masks = [d.mask for d in found] if found and all(d.mask is not None for d in found) else None
+            for det, color in zip(found, self.color_classifier.classify(image, [d.box for d in found], req["class"], masks=masks)):
                 colored[id(det)] = replace(det, color=color)
         return [colored.get(id(d), d) for d in dets]
 
@@ -185,7 +210,8 @@ class RealGenEvalSuite:
         if images.shape[0] != len(items):
             raise ValueError(f"{images.shape[0]} images for {len(items)} items")
         metas = [it.metadata or self.metadata(it.prompt) for it in items]
-        classes = list(dict.fromkeys(r["class"] for m in metas for key in ("include", "exclude") for r in m.get(key, [])))
+        # each image's own classes: what one prompt names never changes another image's detections
+        classes = [list(dict.fromkeys(r["class"] for key in ("include", "exclude") for r in m.get(key, []))) for m in metas]
         detections = self.detector.detect(images, classes)
         out = []
         for image, dets, meta in zip(images, detections, metas):

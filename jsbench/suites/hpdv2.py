@@ -102,6 +102,17 @@ class Hpdv2Suite:
         self._reward = reward
         self._reward_options = {"checkpoint": checkpoint, "version": version}
 
+    def provenance(self) -> dict:
+        """The reward model that scored the images (recorded with every result)."""
+        import os
+
+        given = getattr(self._reward, "id", None) if self._reward is not None else None
+        if given:
+            return {"reward_model": str(given)}
+        opts = self._reward_options
+        checkpoint = opts["checkpoint"] or os.environ.get("JSBENCH_HPS_CHECKPOINT") or "xswu/HPSv2"
+        return {"reward_model": f"hps-{opts['version']}:{checkpoint}"}
+
     @property
     def reward(self):
         """The HPSv2 reward, built on first scoring (listing items never loads the model)."""

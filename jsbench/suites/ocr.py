@@ -51,6 +51,10 @@ class OcrSuite:
             spec = parse_text_prompt(p)
             self._meta[p] = {"targets": list(spec.words), "carrier": spec.carrier}
 
+    def provenance(self) -> dict:
+        """What read the images (recorded with every result)."""
+        return {"ocr_engine": self.engine_name}
+
     @property
     def engine(self):
         """The OCR engine, loaded on first use (listing items never needs it)."""
