@@ -10,6 +10,8 @@ import importlib.util
 import json
 from pathlib import Path
 
+import pytest
+
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 
@@ -20,17 +22,31 @@ def _script(name: str):
     return module
 
 
+@pytest.mark.slow  # builds the analytic world's trainer for the gradient-variance part
 def test_bench_baselines(tmp_path, capsys):
     out = tmp_path / "baselines.json"
-    _script("baselines").main(["--reps", "200", "--ratios", "0.1", "10", "--sigma2", "1", "--B", "3", "64", "--K", "2",
-                               "--grad-batches", "3", "--grad-K", "2", "--grad-B", "4", "--out", str(out)])
+    mod = _script("baselines")
+    common = ["--reps", "200", "--ratios", "0", "10", "--B", "3", "64", "--K", "2", "--bandit-reps", "500", "--bandit-B", "4",
+              "--bandit-K", "2", "--bandit-level-sd", "3", "--grad-batches", "3", "--grad-K", "2", "--grad-B", "4"]
+    mod.main(common + ["--out", str(out)])
     data = json.loads(out.read_text())
-    assert len(data["mse_grid"]) == 4 and (tmp_path / "baselines_mse.png").stat().st_size > 0
-    big = next(r for r in data["mse_grid"] if r["B"] == 64 and r["ratio"] == 10)
+    assert len(data["mse_grid"]) == 8 and {r["rewards"] for r in data["mse_grid"]} == {"gaussian", "binary"}
+    assert (tmp_path / "baselines_mse.png").stat().st_size > 0 and (tmp_path / "baselines_mse_binary.png").stat().st_size > 0
+    for r in data["mse_grid"]:
+        if r["B"] == 3:  # js is exactly RLOO at B = 3
+            assert r["mse"]["js"] == r["mse"]["rloo"]
+    big = next(r for r in data["mse_grid"] if r["B"] == 64 and r["ratio"] == 10 and r["rewards"] == "gaussian")
     assert big["mse"]["js"] < big["mse"]["xctx"]  # many contexts that differ a lot: js follows rloo, not xctx
+    assert set(data["claims"]) == {"js", "js-plugin"} and data["claims"]["js"]["points"] == 4
+    b = data["bandit_gradient_error"][0]
+    assert b["over_rloo"]["rloo"] == 1.0 and set(b["over_rloo"]) == {"none", "rloo", "xctx", "js", "js-plugin"}
     g = data["gradient_variance"][0]
-    assert set(g["total_variance"]) == {"none", "rloo", "xctx", "js"} and g["variance_over_rloo"]["rloo"] == 1.0
-    assert "claim 'MSE(js) < MSE(rloo)" in capsys.readouterr().out
+    assert set(g["total_variance"]) == {"none", "rloo", "xctx", "js", "js-plugin"} and g["variance_over_rloo"]["rloo"] == 1.0
+    assert "claim 'MSE(js) <= MSE(rloo) within 3 paired standard errors" in capsys.readouterr().out
+    # without --write or --out nothing is written
+    before = sorted(p.name for p in tmp_path.iterdir())
+    mod.main(common[:8] + ["--bandit-reps", "0", "--grad-batches", "0"])
+    assert "nothing written" in capsys.readouterr().out and sorted(p.name for p in tmp_path.iterdir()) == before
 
 
 def test_bench_sample_efficiency(tmp_path, monkeypatch):
