@@ -1,16 +1,25 @@
 """CLIP-family rewards on open_clip directly: HPSv2 (`hps`) and CLIP score (`clip`).
 
 One `ClipModel` wraps any CLIP-like model (`encode_image`, `encode_text`) with its tokenizer and a
-preprocessing done in torch on the [B, 3, H, W] image batch in [0, 1] -- resize the short side to the
-model's input size (bicubic, antialiased), centre crop, normalise -- so images never leave the device
-and a batch is one forward. Models are built once per process (`load_open_clip` caches by architecture,
-weights and device); on CUDA they run in bf16.
+preprocessing done in torch on the [B, 3, H, W] image batch in [0, 1], so images never leave the device
+and a batch is one forward. Two preprocessings:
+- `crop` (open_clip's evaluation transform, CLIP score): resize the short side to the model's input
+  size (bicubic, antialiased), centre crop, normalise;
+- `pad` (hpsv2's `ResizeMaxSize`, HPSv2): resize the LONG side to the input size (bicubic, antialiased,
+  sides rounded as Python's `round`), pad with zeros (black, before normalising) to a square, the odd
+  pixel of padding going right / bottom, normalise; no clamping after the resize (hpsv2 resizes float
+  tensors). The images are first quantised to 8 bits as a saved PNG would be, since hpsv2 reads
+  image files. The two agree only on square images.
+Models are built once per process (`load_open_clip` caches by architecture, weights and device); on CUDA
+they run in bf16, except HPSv2, which runs as hpsv2 does: float32 weights under float16 autocast.
 
-- `hps`: HPSv2 (Wu et al., 2023): open_clip ViT-H-14 with the HPS v2 or v2.1 checkpoint
-  (`HPS_v2_compressed.pt` / `HPS_v2.1_compressed.pt`), score = 100 * cosine(image, prompt). The
-  checkpoint comes from `checkpoint=`, $JSBENCH_HPS_CHECKPOINT, or the Hugging Face cache
-  (`xswu/HPSv2`); it is never downloaded here. The `hpsv2` package is not needed (it pins pytest and
-  protobuf, and reloads its checkpoint on every call).
+- `hps`: HPSv2 (Wu et al., 2023): open_clip ViT-H-14 with the HPS v2.0 or v2.1 checkpoint
+  (`HPS_v2_compressed.pt` / `HPS_v2.1_compressed.pt`; version from `version=`, else
+  $JSBENCH_HPS_VERSION, else v2.1, the default of hpsv2's benchmark evaluation), score = 100 *
+  cosine(image, prompt), the scale of hpsv2's benchmark tables. The checkpoint comes from
+  `checkpoint=`, $JSBENCH_HPS_CHECKPOINT, or the Hugging Face cache (`xswu/HPSv2`); it is never
+  downloaded here. The `hpsv2` package is not needed (it pins pytest and protobuf, and reloads its
+  checkpoint on every call).
 - `clip`: CLIPScore (Hessel et al., 2021): max(100 * cosine, 0) with open_clip ViT-L-14 / openai by
   default ($JSBENCH_CLIP_MODEL = "ARCH:TAG" or "ARCH:/path/to/weights").
 
@@ -20,6 +29,7 @@ rewards fail with one line saying so.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Callable, Sequence
@@ -39,6 +49,11 @@ __all__ = [
     "clip_from_spec",
     "resolve_hps_checkpoint",
     "load_hps",
+    "as_hps",
+    "hps_version",
+    "resize_crop",
+    "resize_pad",
+    "quantize_8bit",
     "HpsReward",
     "ClipScoreReward",
     "OPENAI_MEAN",
@@ -49,7 +64,9 @@ REWARDS_EXTRA = "pip install 'jsbench[rewards]'"
 OPENAI_MEAN = (0.48145466, 0.4578275, 0.40821073)
 OPENAI_STD = (0.26862954, 0.26130258, 0.27577711)
 HPS_REPO = "xswu/HPSv2"
-HPS_FILES = {"v2": "HPS_v2_compressed.pt", "v2.1": "HPS_v2.1_compressed.pt"}
+HPS_FILES = {"v2.0": "HPS_v2_compressed.pt", "v2.1": "HPS_v2.1_compressed.pt"}  # hpsv2's hps_version_map
+HPS_ALIASES = {"v2": "v2.0", "2": "v2.0", "2.0": "v2.0", "2.1": "v2.1"}
+DEFAULT_HPS_VERSION = "v2.1"
 HPS_ARCH = "ViT-H-14"
 DEFAULT_CLIP = "ViT-L-14:openai"
 
@@ -80,11 +97,48 @@ def default_device() -> torch.device:
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+PREPROCESSINGS = ("crop", "pad")
+
+
+def quantize_8bit(x: torch.Tensor) -> torch.Tensor:
+    """Round [0, 1] images to 8 bits as diffusers' `numpy_to_pil` does (clip, x 255, round), back in [0, 1]."""
+    return x.clamp(0.0, 1.0).mul(255.0).round().div(255.0)
+
+
+def resize_crop(x: torch.Tensor, size: int) -> torch.Tensor:
+    """open_clip's evaluation transform: short side to `size` (bicubic, antialiased), centre crop, clamp."""
+    h, w = x.shape[-2:]
+    scale = size / min(h, w)
+    nh, nw = max(size, round(h * scale)), max(size, round(w * scale))
+    if (nh, nw) != (h, w):
+        x = F.interpolate(x, size=(nh, nw), mode="bicubic", align_corners=False, antialias=True)
+    top, left = (nh - size) // 2, (nw - size) // 2
+    return x[..., top : top + size, left : left + size].clamp(0.0, 1.0)
+
+
+def resize_pad(x: torch.Tensor, size: int) -> torch.Tensor:
+    """hpsv2's ResizeMaxSize: long side to `size` (bicubic, antialiased, no clamp), zero-pad to size x size.
+
+    New sides are Python's round(side * size / long side); the padding is split floor-left/top, the
+    remainder right/bottom. hpsv2 skips both steps when the long side already equals `size`, which
+    leaves a non-square tensor its ViT cannot take; here such images are padded all the same.
+    """
+    h, w = x.shape[-2:]
+    scale = size / float(max(h, w))
+    nh, nw = round(h * scale), round(w * scale)
+    if (nh, nw) != (h, w):
+        x = F.interpolate(x, size=(nh, nw), mode="bicubic", align_corners=False, antialias=True)
+    pad_h, pad_w = size - nh, size - nw
+    return F.pad(x, (pad_w // 2, pad_w - pad_w // 2, pad_h // 2, pad_h - pad_h // 2), value=0.0)
+
+
 class ClipModel:
     """A CLIP-like model with its tokenizer and a torch preprocessing of [B, 3, H, W] images in [0, 1].
 
     `model` needs `encode_image(pixels)` and `encode_text(tokens)`; `tokenizer(list[str])` returns a
-    LongTensor of token ids. Features come back L2-normalised in float32.
+    LongTensor of token ids. Features come back L2-normalised in float32. `resize` picks the
+    preprocessing (`crop` or `pad`, see the module notes), `quantize` rounds images to 8 bits first,
+    `autocast_dtype` runs the forwards under CUDA autocast (ignored on the CPU, as in hpsv2).
     """
 
     def __init__(
@@ -96,9 +150,17 @@ class ClipModel:
         std: Sequence[float] = OPENAI_STD,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        resize: str = "crop",
+        quantize: bool = False,
+        autocast_dtype: torch.dtype | None = None,
     ):
+        if resize not in PREPROCESSINGS:
+            raise ValueError(f"unknown CLIP preprocessing {resize!r} (one of {', '.join(PREPROCESSINGS)})")
         self.device = torch.device(device) if device is not None else default_device()
         self.dtype = dtype or (torch.bfloat16 if self.device.type == "cuda" else torch.float32)
+        self.resize = resize
+        self.quantize = quantize
+        self.autocast_dtype = autocast_dtype if self.device.type == "cuda" else None
         self.model = model.to(self.device, self.dtype).eval()
         self.tokenizer = tokenizer
         self.image_size = int(image_size)
@@ -107,23 +169,24 @@ class ClipModel:
         self._text_cache: dict[str, torch.Tensor] = {}
 
     def preprocess(self, images: torch.Tensor) -> torch.Tensor:
-        """Resize the short side to image_size (bicubic, antialiased), centre crop, normalise."""
+        """[B, 3, H, W] in [0, 1] -> normalised [B, 3, S, S] by this model's preprocessing (crop or pad)."""
         x = images.to(self.device, torch.float32)
         if x.ndim != 4 or x.shape[1] != 3:
             raise ValueError(f"expected images [B, 3, H, W], got {tuple(x.shape)}")
-        s = self.image_size
-        h, w = x.shape[-2:]
-        scale = s / min(h, w)
-        nh, nw = max(s, round(h * scale)), max(s, round(w * scale))
-        if (nh, nw) != (h, w):
-            x = F.interpolate(x, size=(nh, nw), mode="bicubic", align_corners=False, antialias=True)
-        top, left = (nh - s) // 2, (nw - s) // 2
-        x = x[..., top : top + s, left : left + s].clamp(0.0, 1.0)
+        if self.quantize:
+            x = quantize_8bit(x)
+        x = resize_pad(x, self.image_size) if self.resize == "pad" else resize_crop(x, self.image_size)
         return (x - self.mean) / self.std
+
+    def _autocast(self):
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(self.device.type, dtype=self.autocast_dtype)
 
     @torch.no_grad()
     def image_features(self, images: torch.Tensor) -> torch.Tensor:
-        feats = self.model.encode_image(self.preprocess(images).to(self.dtype))
+        with self._autocast():
+            feats = self.model.encode_image(self.preprocess(images).to(self.dtype))
         return F.normalize(feats.float(), dim=-1)
 
     @torch.no_grad()
@@ -132,7 +195,8 @@ class ClipModel:
         missing = [t for t in dict.fromkeys(texts) if t not in self._text_cache]
         if missing:
             tokens = self.tokenizer(list(missing)).to(self.device)
-            feats = F.normalize(self.model.encode_text(tokens).float(), dim=-1)
+            with self._autocast():
+                feats = F.normalize(self.model.encode_text(tokens).float(), dim=-1)
             for t, f in zip(missing, feats):
                 self._text_cache[t] = f
         return torch.stack([self._text_cache[t] for t in texts])
@@ -226,10 +290,18 @@ def clip_from_spec(spec: str | None = None, device=None, dtype: torch.dtype | No
     return load_open_clip(arch, pretrained, device=device, dtype=dtype)
 
 
-def resolve_hps_checkpoint(checkpoint: str | None = None, version: str = "v2.1") -> str:
+def hps_version(version: str | None = None) -> str:
+    """The HPS version, `v2.0` or `v2.1`: `version`, else $JSBENCH_HPS_VERSION, else v2.1 (`v2`, `2.0`, `2.1` also do)."""
+    given = version or os.environ.get("JSBENCH_HPS_VERSION") or DEFAULT_HPS_VERSION
+    canonical = HPS_ALIASES.get(given.strip().lower(), given.strip().lower())
+    if canonical not in HPS_FILES:
+        raise JsbenchError(f"unknown HPS version {given!r} (one of {', '.join(HPS_FILES)})")
+    return canonical
+
+
+def resolve_hps_checkpoint(checkpoint: str | None = None, version: str | None = None) -> str:
     """The HPS checkpoint file: `checkpoint`, else $JSBENCH_HPS_CHECKPOINT, else the HF cache (xswu/HPSv2)."""
-    if version not in HPS_FILES:
-        raise JsbenchError(f"unknown HPS version {version!r} (one of {', '.join(HPS_FILES)})")
+    version = hps_version(version)
     checkpoint = checkpoint or os.environ.get("JSBENCH_HPS_CHECKPOINT")
     if checkpoint:
         if not Path(checkpoint).expanduser().is_file():
@@ -238,10 +310,26 @@ def resolve_hps_checkpoint(checkpoint: str | None = None, version: str = "v2.1")
     return _hub_file(HPS_REPO, HPS_FILES[version], f"HPS {version}")
 
 
-def load_hps(checkpoint: str | None = None, version: str = "v2.1", device=None) -> ClipModel:
-    """open_clip ViT-H-14 with the HPS checkpoint, built once per process."""
+def as_hps(clip: ClipModel) -> ClipModel:
+    """The same float32 network preprocessed and run as hpsv2 scores: 8-bit images, long side resized and
+    zero-padded, float16 autocast on CUDA (hpsv2's precision='amp'). Shares the module, copies nothing."""
+    if clip.dtype != torch.float32:
+        raise ValueError(f"HPSv2 keeps float32 weights (autocast does the rest); got a {clip.dtype} model")
+    return ClipModel(
+        clip.model, clip.tokenizer, clip.image_size, tuple(clip.mean.flatten().tolist()), tuple(clip.std.flatten().tolist()),
+        device=clip.device, dtype=torch.float32, resize="pad", quantize=True, autocast_dtype=torch.float16,
+    )
+
+
+def load_hps(checkpoint: str | None = None, version: str | None = None, device=None) -> ClipModel:
+    """open_clip ViT-H-14 with the HPS v2.0 / v2.1 checkpoint, as hpsv2 runs it, built once per process."""
     require_open_clip()
-    return load_open_clip(HPS_ARCH, None, device=device, state_dict_path=resolve_hps_checkpoint(checkpoint, version))
+    device = torch.device(device) if device is not None else default_device()
+    path = resolve_hps_checkpoint(checkpoint, version)
+    return _cached(
+        ("hps", path, str(device)),
+        lambda: as_hps(load_open_clip(HPS_ARCH, None, device=device, state_dict_path=path, dtype=torch.float32)),
+    )
 
 
 class _ClipReward:
@@ -275,12 +363,21 @@ class _ClipReward:
 
 
 class HpsReward(_ClipReward):
-    """HPSv2: 100 * cosine(image, prompt) under the HPS-tuned ViT-H-14."""
+    """HPSv2: 100 * cosine(image, prompt) under the HPS-tuned ViT-H-14 (v2.0 or v2.1 checkpoint).
+
+    `model` replaces the network (tests); give it hpsv2's preprocessing with `as_hps`."""
 
     name = "hps"
 
-    def __init__(self, checkpoint: str | None = None, version: str = "v2.1", batch_size: int = 32, model: ClipModel | None = None):
-        super().__init__(lambda: model or load_hps(checkpoint, version), batch_size)
+    def __init__(self, checkpoint: str | None = None, version: str | None = None, batch_size: int = 32, model: ClipModel | None = None):
+        self.version = hps_version(version)
+        self.checkpoint = checkpoint
+        super().__init__(lambda: model or load_hps(checkpoint, self.version), batch_size)
+
+    @property
+    def id(self) -> str:
+        """Which HPS scored, for result provenance: `hps-<version>:<checkpoint file, or the hub repo>`."""
+        return f"hps-{self.version}:{self.checkpoint or os.environ.get('JSBENCH_HPS_CHECKPOINT') or HPS_REPO}"
 
 
 class ClipScoreReward(_ClipReward):
@@ -297,6 +394,7 @@ class ClipScoreReward(_ClipReward):
 
 @register_reward("hps")
 def _hps(backbone=None) -> HpsReward:
+    """HPSv2 at $JSBENCH_HPS_VERSION (v2.0 or v2.1, default v2.1) from $JSBENCH_HPS_CHECKPOINT or the HF cache."""
     return HpsReward()
 
 

@@ -9,8 +9,8 @@ Splits: `all` is the full benchmark (3,200 prompts, what HPSv2 papers report); `
 4th prompt of each style in a fixed hashed order (200 a style) and `train` is the rest, so a policy
 trained on `train` is evaluated on prompts it never saw.
 
-Per image: `hps` (100 * cosine under HPSv2, `jsbench.rewards.clip.HpsReward`). Aggregate: per style
-and `overall`, the mean of the four style means.
+Per image: `hps` (100 * cosine under HPSv2 v2.0 or v2.1, with hpsv2's own preprocessing,
+`jsbench.rewards.clip.HpsReward`). Aggregate: per style and `overall`, the mean of the four style means.
 """
 
 from __future__ import annotations
@@ -97,10 +97,13 @@ class Hpdv2Suite:
     name = "hpdv2"
     primary_metric = "hps"
 
-    def __init__(self, backbone=None, prompts_dir: str | None = None, reward=None, checkpoint: str | None = None, version: str = "v2.1"):
+    def __init__(self, backbone=None, prompts_dir: str | None = None, reward=None, checkpoint: str | None = None, version: str | None = None):
+        from jsbench.rewards.clip import hps_version
+
         self._prompts = load_hpdv2_prompts(prompts_dir)
         self._reward = reward
-        self._reward_options = {"checkpoint": checkpoint, "version": version}
+        # v2.0 or v2.1 (default $JSBENCH_HPS_VERSION, else v2.1), resolved now so provenance names it
+        self._reward_options = {"checkpoint": checkpoint, "version": hps_version(version)}
 
     def provenance(self) -> dict:
         """The reward model that scored the images (recorded with every result)."""
