@@ -155,23 +155,35 @@ def compare(
     leaderboards: Path = typer.Option(Path("leaderboards"), help="Where <suite>.md and <suite>.csv are written."),
     schedule: List[str] = typer.Option([], help="Extra schedule rows, e.g. --schedule shift:3 --schedule uniform."),
     distilled: List[str] = typer.Option([], help="Distilled sampler rows at their own default budget: NAME or NAME=MODEL, e.g. --distilled flux-schnell."),
-    check: bool = typer.Option(False, help="Do not write the leaderboard; fail if any method regressed against the committed one."),
-    plots: bool = typer.Option(True, help="Write schedule, image-grid and training-curve figures beside the tables."),
-    tolerance: float = typer.Option(2.0, help="With --check: allowed drop, in committed standard errors."),
+    check: bool = typer.Option(False, help="Do not write the leaderboard; check every committed row and task against this run (exit 1 if one regressed)."),
+    report: List[Path] = typer.Option([], help="With --check: write the report to PATH, format from the suffix: .md (CI job summary), .json, .xml (JUnit); repeat for several."),
+    strict: bool = typer.Option(False, help="With --check: a committed row this run does not produce (missing) fails the check too."),
+    plots: bool = typer.Option(True, help="Write schedule, image-grid and training-curve figures beside the tables (with --check --report: into figures/ beside the first report)."),
+    tolerance: float = typer.Option(2.0, help="With --check: allowed drop, in standard errors of the paired difference (same prompts and seeds)."),
     device: Optional[str] = typer.Option(None),
     progress: bool = typer.Option(True),
 ):
-    """Evaluate default, shipped policies and the ceiling; write leaderboards/<suite>.md|csv (or --check them)."""
+    """Evaluate default, shipped policies and the ceiling; write leaderboards/<suite>.md|csv (or --check them).
+
+    With --check, exit codes: 0 nothing regressed, 1 a row or task regressed (or, with --strict, a committed
+    row is missing), 2 refused (bad input, e.g. no committed leaderboard or an unknown --report suffix)."""
     from jsbench.compare import run_compare
+    from jsbench.report import report_format
     from jsbench.suites import load_suite
 
+    if (report or strict) and not check:
+        raise JsbenchError("--report and --strict go with --check: the report is that of the regression check")
+    for path in report:
+        report_format(path)  # an unknown suffix is refused before any weights load
     bb = _backbone(backbone, model, device)
     s = load_suite(suite, bb)
     others = [_backbone(name, other_model or None, device) for name, _, other_model in (d.partition("=") for d in distilled)]
     cmd = "jsbench compare --suite {} --backbone {} {}".format(suite, backbone, " ".join(f"--steps {n}" for n in steps))
+    if check:
+        cmd += f" --seeds {seeds} --check" + (f" --tolerance {tolerance:g}" if tolerance != 2.0 else "") + (" --strict" if strict else "")
     result = run_compare(
         bb, s, list(steps), policies_dir=policies, records_path=records, leaderboard_dir=leaderboards, seeds=seeds,
-        check=check, tolerance=tolerance, extra_schedules=list(schedule), distilled=others, plots=plots, progress=progress, command=cmd,
+        check=check, tolerance=tolerance, strict=strict, reports=list(report), extra_schedules=list(schedule), distilled=others, plots=plots, progress=progress, command=cmd,
         log=lambda msg: console.print(msg, style="dim"),
     )
     for t in result.tables:
@@ -183,17 +195,24 @@ def compare(
             table.add_row(row["method"], str(row["steps"]), *[f"{row[k]:.3f}" for k in t.tasks], f"{row['overall']:.3f} ± {row['stderr']:.3f}", delta)
         console.print(table)
     if check:
-        if result.compared == 0:
-            raise JsbenchError("--check compared nothing: no committed row matches this backbone and these step budgets")
-        if result.regressions:
-            table = RichTable(title="regressions", style="red")
-            for col in ("backbone", "steps", "method", "committed", "now", "allowed drop"):
+        report_ = result.check
+        shown = [r for r in report_.rows if r.verdict != "unchanged" or r.changed]
+        if shown:
+            table = RichTable(title=f"committed rows that moved or are missing (tolerance {report_.tolerance:g} × SE of the paired Δ)")
+            for col in ("verdict", "steps", "method", "task", "committed", "fresh", "Δ ± SE(Δ)", "allowed drop", "images ↑/↓"):
                 table.add_column(col)
-            for r in result.regressions:
-                table.add_row(r.backbone, str(r.steps), r.method, f"{r.committed:.3f} ± {r.committed_stderr:.3f}", f"{r.fresh:.3f}", f"{r.allowed_drop:.3f}")
+            for r in shown:
+                se = "" if r.delta_stderr is None else f" ± {r.delta_stderr:.4f}" + ("" if r.paired else " (unpaired)")
+                images = f"↑{r.images_up} ↓{r.images_down} of {r.n_images}" if r.paired else "–"
+                style = {"regressed": "red", "missing": "yellow", "improved": "green"}.get(r.verdict)
+                table.add_row(r.verdict, str(r.steps), r.method, r.task, "–" if r.committed is None else f"{r.committed:.3f}",
+                              "–" if r.fresh is None else f"{r.fresh:.3f}", ("–" if r.delta is None else f"{r.delta:+.4f}") + se,
+                              "–" if r.allowed_drop is None else f"{r.allowed_drop:.4f}", images, style=style)
             console.print(table)
-            raise JsbenchError(f"{len(result.regressions)} method(s) regressed against the committed leaderboard")
-        console.print(f"[green]no regressions[/] ({result.compared} committed rows checked)")
+        for path in result.written:
+            console.print(f"wrote {path}")
+        console.print(report_.headline, highlight=False, soft_wrap=True)
+        raise typer.Exit(report_.exit_code)
     else:
         for path in result.written:
             console.print(f"wrote {path}")

@@ -8,16 +8,16 @@ from pathlib import Path
 
 from jsbench import JsbenchError
 from jsbench.evaluate import discard_partial, evaluate, resolve_schedule
-from jsbench.leaderboard import Regression, Table, build_tables, check_regressions, read_committed, render_csv, render_markdown, write_text_atomic
+from jsbench.leaderboard import Table, build_tables, read_committed, render_csv, render_markdown, write_text_atomic
 from jsbench.policy import read_manifest
+from jsbench.report import CheckReport, check_against_committed, read_scores, report_format, row_key, scores_path, write_report, write_scores
 from jsbench.results import append_records, make_records, read_records
 
 
 @dataclass
 class CompareResult:
     tables: list[Table]
-    regressions: list[Regression] = field(default_factory=list)
-    compared: int = 0
+    check: CheckReport | None = None  # with check=True: every committed row and task against this run
     written: list[Path] = field(default_factory=list)
 
 
@@ -42,6 +42,8 @@ def run_compare(
     seeds: int = 16,
     check: bool = False,
     tolerance: float = 2.0,
+    strict: bool = False,
+    reports: list[Path] = (),
     extra_schedules: list[str] = (),
     distilled: list = (),
     plots: bool = True,
@@ -49,9 +51,15 @@ def run_compare(
     command: str = "jsbench compare",
     log=print,
 ) -> CompareResult:
+    if reports and not check:
+        raise JsbenchError("--report and --strict go with --check: the report is that of the regression check")
+    for path in reports:
+        report_format(path)  # an unknown suffix is refused before anything is evaluated
     committed = read_committed(leaderboard_dir / f"{suite.name}.csv") if check else []
     if check and not committed:
         raise JsbenchError(f"--check needs a committed leaderboard at {leaderboard_dir / (suite.name + '.csv')}")
+    committed_scores = read_scores(scores_path(leaderboard_dir, suite.name)) if check else {}
+    runs: dict[tuple, object] = {}  # row key -> this run's per-image scores (EvalRun)
     ceiling_done = False
     plotted: dict[int, list] = {}
     for steps in steps_list:
@@ -64,6 +72,7 @@ def run_compare(
             source = resolve_schedule(spec, backbone, steps)
             plotted.setdefault(steps, []).append(source)
             run = evaluate(backbone, suite, source, seeds_per_prompt=seeds, progress=progress, out=records_path)
+            runs[row_key(backbone.name, backbone.model_id, source.steps, source.label)] = run
             if spec == "default":
                 reference = run
             paired = reference if source.steps == steps and spec != "default" else None
@@ -78,6 +87,7 @@ def run_compare(
             source.label = f"{other.name} ({own} steps, distilled)"
             source.steps = steps
             run = evaluate(other, suite, source, seeds_per_prompt=seeds, progress=progress, out=records_path)
+            runs[row_key(backbone.name, backbone.model_id, source.steps, source.label)] = run
             records = make_records(backbone, suite, source, run, reference=reference)
             append_records(records_path, records)
             discard_partial(records_path)
@@ -87,7 +97,14 @@ def run_compare(
     tables = [t for t in build_tables(records, suite.name, metric) if t.steps in steps_list]
     result = CompareResult(tables=tables)
     if check:
-        result.regressions, result.compared = check_regressions(committed, tables, tolerance)
+        result.check = check_against_committed(
+            committed, committed_scores, runs, suite, backbone.name, backbone.model_id, list(steps_list), tolerance=tolerance,
+            strict=strict, command=command, scores_file=scores_path(leaderboard_dir, suite.name).name,
+        )
+        result.written = [write_report(result.check, path) for path in reports]
+        if reports and plots:
+            # this run's schedules and images beside the report (a CI artifact), never over the committed ones
+            result.written += [p for _, p in write_figures(backbone, suite, plotted, policies_dir, Path(reports[0]).parent)]
         return result
     # the leaderboard files hold every (backbone, steps) table recorded so far, fresh ones included
     all_tables = build_tables(read_records(records_path), suite.name, metric)
@@ -99,7 +116,9 @@ def run_compare(
     csv_path = leaderboard_dir / f"{suite.name}.csv"
     write_text_atomic(md, render_markdown(all_tables, suite.name, metric, command, extra=("## Figures\n\n" + extra) if extra else ""))
     write_text_atomic(csv_path, render_csv(all_tables))
-    result.written = [md, csv_path, *(p for _, p in fresh)]
+    # the per-image scores behind each row: what `--check` pairs a fresh run with
+    scores = write_scores(scores_path(leaderboard_dir, suite.name), all_tables, runs, suite.name, metric)
+    result.written = [md, csv_path, scores, *(p for _, p in fresh)]
     return result
 
 

@@ -1,4 +1,4 @@
-"""Leaderboards: Markdown and CSV tables rendered from records, and the regression check CI runs.
+"""Leaderboards: Markdown and CSV tables rendered from records (the CI regression check is jsbench.report).
 
 One table per (backbone, model, steps): a row per method, per-task columns, the overall score with
 its standard error, and the paired difference to the default schedule. A cross-budget table puts
@@ -193,37 +193,3 @@ def read_committed(path: str | Path) -> list[dict]:
         return []
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
-
-
-@dataclass
-class Regression:
-    backbone: str
-    steps: int
-    method: str
-    committed: float
-    committed_stderr: float
-    fresh: float
-    allowed_drop: float
-
-
-def check_regressions(committed: list[dict], fresh: list[Table], tolerance: float = 2.0) -> tuple[list[Regression], int]:
-    """Each committed overall row vs the fresh one: a regression when fresh < committed - tol * stderr.
-
-    Returns the regressions and how many committed rows were compared (a row with no fresh
-    counterpart is not compared; the caller decides whether that is an error)."""
-    fresh_rows = {(t.backbone, t.model_id, str(r["steps"]), r["method"]): r for t in fresh for r in t.rows}
-    regressions, compared = [], 0
-    for row in committed:
-        if row["task"] != "overall":
-            continue
-        key = (row["backbone"], row["model_id"], row["steps"], row["method"])
-        if key not in fresh_rows:
-            continue
-        compared += 1
-        value = float(row["value"])
-        stderr = float(row["stderr"]) if row["stderr"] else 0.0
-        allowed = tolerance * stderr
-        now = fresh_rows[key]["overall"]
-        if now < value - allowed:
-            regressions.append(Regression(row["backbone"], int(row["steps"]), row["method"], value, stderr, now, allowed))
-    return regressions, compared

@@ -264,7 +264,7 @@ def check_against_committed(
     if not in_scope:
         raise CheckError("--check compared nothing: no committed row matches this backbone and these step budgets")
 
-    fresh_metrics = {key: _task_metrics(suite, run.scores, run.items, metric) for key, run in runs.items()}
+    fresh_metrics = {key: _task_metrics(suite, run.scores, [it for it, _ in run.rows()], metric) for key, run in runs.items()}
     diffs: dict[tuple, tuple[dict, dict, list]] = {}  # key -> (diff metrics, committed metrics, per-image diffs)
     for key in dict.fromkeys(k for k, _ in in_scope):
         if key not in runs or key not in committed_scores:

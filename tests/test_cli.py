@@ -97,12 +97,12 @@ def test_compare_writes_leaderboard_and_check_catches_a_worse_policy(cli, tmp_pa
     # re-running the check against what was just written passes ...
     code, out, err = cli(*args, "--check")
     assert code == 0, err
-    assert "no regressions" in out
-    # ... and a deliberately worse policy under the same name fails it, with a table of what regressed
+    assert "nothing regressed" in out
+    # ... and a deliberately worse policy under the same name fails it (exit 1), with a table of what regressed
     _ship(tmp_path, 3, 1.5)
-    result = cli(*args, "--check")
-    text = assert_one_line_error(result, "regressed")
-    assert "global" in result[1]
+    code, out, err = cli(*args, "--check")
+    assert code == 1, err
+    assert "regressed" in out and "global" in out
 
 
 def test_policies_list_show_and_schedules_plot(cli, tmp_path):

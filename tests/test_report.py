@@ -78,6 +78,8 @@ def test_paired_stderr_is_that_of_the_per_image_differences():
     diff_b = [f - c for f, c in zip(fresh[6:], BASE[6:])]
     (ma, sa), (mb, sb) = mean_stderr(diff_a), mean_stderr(diff_b)
     assert rows["a"].delta == pytest.approx(ma) and rows["a"].delta_stderr == pytest.approx(sa)
+    assert rows["a"].fresh == pytest.approx(sum(fresh[:6]) / 6) and rows["a"].committed == pytest.approx(sum(BASE[:6]) / 6)
+    assert all(r.fresh == pytest.approx(r.committed + r.delta) for r in report.rows)
     assert rows["b"].delta == pytest.approx(mb) and rows["b"].delta_stderr == pytest.approx(sb)
     assert rows["overall"].delta == pytest.approx((ma + mb) / 2)
     assert rows["overall"].delta_stderr == pytest.approx(math.sqrt(sa**2 + sb**2) / 2)
@@ -129,6 +131,39 @@ def test_refusals_are_check_errors():
         check_against_committed(lines, scores, {KEY: _run(BASE)}, TwoTasks(), KEY[0], KEY[1], [3])
     with pytest.raises(CheckError, match="compared nothing"):
         check_against_committed(lines, {}, {KEY: _run(BASE)}, TwoTasks(), "another", KEY[1], [3])
+
+
+def test_scope_is_the_sections_of_this_run():
+    lines, scores = _committed(KEY, _run(BASE))
+    ceiling = ("toy-bb", "toy/model", 200, "ceiling (200 steps)")
+    c_lines, c_scores = _committed(ceiling, _run(BASE))
+    five = [{**line, "steps": "5"} for line in lines]
+    other = [{**line, "backbone": "other-bb"} for line in lines]
+    committed = [{**line, "budget": "3"} for line in lines + c_lines] + [{**line, "budget": "5"} for line in five + c_lines] + other
+    report = check_against_committed(committed, {**scores, **c_scores}, {KEY: _run(BASE), ceiling: _run(BASE)}, TwoTasks(), KEY[0], KEY[1], [3])
+    assert {(r.method, r.steps) for r in report.rows} == {("js", 3), ("ceiling (200 steps)", 200)}
+    assert len(report.rows) == 6 and report.count("unchanged") == 6
+    assert report.not_checked == {"toy-bb · 5 steps": 2, "other-bb · 3 steps": 1}
+
+
+def test_scores_file_keeps_rows_that_still_match_and_drops_stale_ones(tmp_path):
+    from jsbench.leaderboard import Table
+    from jsbench.report import write_scores
+
+    path = tmp_path / "toy.scores.jsonl"
+    run = _run(BASE)
+    metrics = {m.task: m.value for m in TwoTasks().aggregate(run.scores, [it for it, _ in run.rows()])}
+    row = {"method": "js", "steps": 3, **{t: v for t, v in metrics.items() if t != "overall"}, "overall": metrics["overall"]}
+    table = Table("toy-bb", "toy/model", 3, ["a", "b"], [row])
+    write_scores(path, [table], {KEY: run}, "toy", "correct")
+    assert list(read_scores(path)) == [KEY]
+    # a later run of another section: the row is kept from the file (its CSV values, rounded, still match) ...
+    rounded = {k: (float(f"{v:.6f}") if isinstance(v, float) else v) for k, v in row.items()}
+    write_scores(path, [Table("toy-bb", "toy/model", 3, ["a", "b"], [rounded])], {}, "toy", "correct")
+    assert read_scores(path)[KEY]["scores"] == [float(v) for v in BASE]
+    # ... and dropped once the row's values are no longer the ones its scores give
+    write_scores(path, [Table("toy-bb", "toy/model", 3, ["a", "b"], [{**rounded, "overall": 0.1}])], {}, "toy", "correct")
+    assert read_scores(path) == {}
 
 
 def test_reports_in_three_formats(tmp_path):
