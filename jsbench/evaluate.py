@@ -6,6 +6,9 @@ Schedule sources (`--schedule`):
   uniform          uniform flow-time steps;  shift:S  the SD3/Flux shift S applied to them
   ceiling          the default schedule at `CEILING_STEPS` steps, or the backbone's `ceiling_steps`
                    (the many-step teacher analogue)
+  karras[:RHO], exponential, beta[:A,B], ays, oss[:M], searched, file:PATH
+                   the schedule zoo (jsbench/zoo.py): diffusers' sigma families, Align Your Steps,
+                   Optimal Stepsize Sampling, the searched global schedule, a user's schedule file
 Per-image scores of an interrupted run are kept in a side file and skipped on rerun, so an evaluation
 killed part-way loses nothing.
 """
@@ -22,6 +25,7 @@ from typing import Callable
 import torch
 
 from jsbench import JsbenchError
+from jsbench.backbones.base import eval_batch_size
 from jsbench.schedule import check_sigmas, shifted_sigmas, uniform_sigmas
 
 CEILING_STEPS = 200
@@ -52,7 +56,9 @@ def method_label(manifest: dict) -> str:
     return label + " (prompt-only)" if manifest.get("kind") == "prompt" else label
 
 
-def resolve_schedule(spec: str, backbone, steps: int) -> ScheduleSource:
+def resolve_schedule(spec: str, backbone, steps: int, suite=None, log=None) -> ScheduleSource:
+    """A `--schedule` spec as a source of [B, N+1] sigmas. `suite` is needed by the zoo sources computed
+    on a suite's training prompts (`oss`, `searched`); `log` reports when such a cache is (re)computed."""
     kind, _, arg = spec.partition(":")
     if kind == "default":
         return ScheduleSource(spec, "default", steps, lambda x, c: backbone.default_sigmas(steps, x))
@@ -60,26 +66,36 @@ def resolve_schedule(spec: str, backbone, steps: int) -> ScheduleSource:
         # a backbone may name its own many-step reference (`ceiling_steps`, e.g. scenes-dit's 50)
         n = int(arg) if arg else int(getattr(backbone, "ceiling_steps", CEILING_STEPS))
         return ScheduleSource(spec, f"ceiling ({n} steps)", n, lambda x, c: backbone.default_sigmas(n, x))
+    # Schedules stay float32 up to the backbone, whatever the latents' dtype: the adapter alone turns them
+    # into model timesteps (rounded to bf16 here, neighbouring sigmas near 1 would merge)
     if kind == "uniform":
-        return ScheduleSource(spec, "uniform", steps, lambda x, c: uniform_sigmas(steps, x.shape[0], x.dtype, x.device))
+        return ScheduleSource(spec, "uniform", steps, lambda x, c: uniform_sigmas(steps, x.shape[0], torch.float32, x.device))
     if kind == "shift":
         try:
             s = float(arg)
         except ValueError:
             raise EvalError(f"bad schedule {spec!r}: shift needs a number, e.g. shift:3") from None
-        return ScheduleSource(spec, f"shift {s:g}", steps, lambda x, c: shifted_sigmas(steps, s, x.shape[0], x.dtype, x.device))
+        return ScheduleSource(spec, f"shift {s:g}", steps, lambda x, c: shifted_sigmas(steps, s, x.shape[0], torch.float32, x.device))
     if kind in ("policy", "global"):
         if not arg:
             raise EvalError(f"bad schedule {spec!r}: give a path, e.g. policy:policies/analytic/js-n5")
         from jsbench.policy import load_policy
 
-        policy, manifest = load_policy(arg, backbone=backbone, steps=steps)
+        policy, manifest = load_policy(arg, backbone=backbone, steps=steps)  # float32, on the backbone's device
 
         def make(x, c, policy=policy):
-            return policy.mean_sigmas(x, c.pooled).to(x.dtype)
+            return policy.mean_sigmas(x, c.pooled)
 
         return ScheduleSource(spec, method_label(manifest), steps, make, manifest.get("checksum"), manifest)
-    raise EvalError(f"unknown schedule {spec!r}: use default, ceiling, uniform, shift:S or policy:PATH")
+    from jsbench.zoo import ZOO_KINDS, zoo_source_row
+
+    if kind in ZOO_KINDS:
+        label, make, checksum = zoo_source_row(spec, backbone, steps, suite=suite, log=log)
+        return ScheduleSource(spec, label, steps, make, checksum)
+    raise EvalError(
+        f"unknown schedule {spec!r}: use default, ceiling, uniform, shift:S, policy:PATH, karras[:RHO], exponential, "
+        "beta[:A,B], ays, oss[:M], searched or file:PATH"
+    )
 
 
 @dataclass
@@ -106,12 +122,16 @@ def evaluate(
     source: ScheduleSource,
     seeds_per_prompt: int = 16,
     split: str = "test",
-    batch_size: int = 512,
+    batch_size: int | None = None,
     progress: bool = True,
     out: Path | None = None,
     seed_base: int = EVAL_SEED_BASE,
     items: list | None = None,
 ) -> EvalRun:
+    if batch_size is None:
+        batch_size = eval_batch_size(backbone)  # memory-aware: the backbone declares how many rows fit
+    if batch_size < 1:
+        raise EvalError(f"--batch-size must be at least 1, got {batch_size}")
     items = items if items is not None else suite.items(split)
     if not items:
         raise EvalError(f"suite {suite.name} has no {split} prompts")

@@ -135,14 +135,28 @@ def build_policy(config: PolicyConfig) -> SchedulePolicy:
     return DirichletSchedulePolicy(config)
 
 
-def make_policy(backbone, steps: int, kind: str = "instance", **options) -> SchedulePolicy:
-    """A fresh policy for a backbone at a step budget, starting at the backbone's default schedule."""
+def policy_device(backbone=None, device=None) -> torch.device:
+    """Where a policy lives: `device` if given, else the backbone's device, else the CPU."""
+    if device is not None:
+        return torch.device(device)
+    return torch.device(getattr(backbone, "device", None) or "cpu")
+
+
+def build_policy_on(config: PolicyConfig, device) -> SchedulePolicy:
+    """`build_policy` with every parameter and buffer created on `device`, in float32 whatever the backbone's
+    dtype: the policy's Dirichlet and its log-probabilities need float32 (bf16 would merge sigmas near 1)."""
+    with torch.device(device):
+        return build_policy(config).to(dtype=torch.float32)
+
+
+def make_policy(backbone, steps: int, kind: str = "instance", device=None, **options) -> SchedulePolicy:
+    """A fresh float32 policy on the backbone's device, at a step budget, starting at its default schedule."""
     if steps < 1 or steps > backbone.max_steps:
         raise PolicyError(f"steps must be in 1..{backbone.max_steps} for backbone {backbone.name}, got {steps}")
     probe = backbone.initial_noise([0])
-    default = increments_from_sigmas(backbone.default_sigmas(steps, probe))[0].double().tolist()
+    default = increments_from_sigmas(backbone.default_sigmas(steps, probe).double())[0].cpu().tolist()
     config = PolicyConfig(kind=kind, steps=steps, pooled_dim=backbone.pooled_dim, latent_shape=backbone.latent_shape, default_increments=default, **options)
-    return build_policy(config)
+    return build_policy_on(config, policy_device(backbone, device))
 
 
 class GlobalSchedulePolicy(SchedulePolicy):
@@ -228,9 +242,10 @@ def read_manifest(directory: str | Path) -> dict:
         raise PolicyError(f"corrupt policy manifest {path}: {exc.__class__.__name__}") from None
 
 
-def load_policy(directory: str | Path, backbone=None, steps: int | None = None) -> tuple[SchedulePolicy, dict]:
+def load_policy(directory: str | Path, backbone=None, steps: int | None = None, device=None) -> tuple[SchedulePolicy, dict]:
     """Load a saved policy, verifying its checksum and, if given, that it fits the backbone and budget.
 
+    The policy is built in float32 on `device` (default: the backbone's device, else the CPU).
     Weights are read with safetensors: loading never executes code from the file.
     """
     from safetensors import SafetensorError
@@ -249,8 +264,8 @@ def load_policy(directory: str | Path, backbone=None, steps: int | None = None) 
         raise PolicyError(f"policy {directory} was trained for {manifest.get('steps')} steps, not {steps}")
     try:
         config = PolicyConfig(**manifest["config"])
-        policy = build_policy(config)
-        policy.load_state_dict(load_file(str(weights)))
+        policy = build_policy_on(config, policy_device(backbone, device))
+        policy.load_state_dict(load_file(str(weights)))  # CPU tensors, copied into the device's parameters
     except (KeyError, TypeError, RuntimeError, SafetensorError) as exc:
         raise PolicyError(f"policy {directory} cannot be loaded: {str(exc).splitlines()[0]}") from None
     policy.eval()

@@ -27,6 +27,7 @@ import torch
 
 from jsbench import JsbenchError
 from jsbench.backbones import load_backbone
+from jsbench.backbones.base import sample_in_batches, train_batch_size
 from jsbench.baselines import advantages, validate_baseline
 from jsbench.distributed import DistContext, get_context
 from jsbench.policy import SchedulePolicy, make_policy, write_json_atomic
@@ -61,6 +62,10 @@ class TrainConfig:
     seed: int = 0
     checkpoint_every: int = 25
     device: str | None = None
+    dtype: str | None = None  # the backbone's dtype (None: bf16 on CUDA, fp32 elsewhere); the policy is always fp32
+    offload: bool = False  # diffusers' model CPU offload (one network on the GPU at a time)
+    batch_size: int | None = None  # rows per sampler call (None: the backbone's train_batch); does not change B or K
+    decode_chunk: int | None = None  # images per VAE call (None: the backbone's decode_chunk)
 
 
 def _update_rng(seed: int, it: int) -> tuple[np.random.Generator, int]:
@@ -83,7 +88,11 @@ class Trainer:
         device = config.device
         if device is None and self.dist.distributed and self.dist.device.type != "cpu":
             device = str(self.dist.device)  # one accelerator per process
-        self.backbone = backbone or load_backbone(config.backbone, config.model, device)
+        self.backbone = backbone or load_backbone(
+            config.backbone, config.model, device, dtype=config.dtype, offload=config.offload, decode_chunk=config.decode_chunk
+        )
+        if config.batch_size is not None and config.batch_size < 1:
+            raise TrainError(f"--batch-size must be at least 1, got {config.batch_size}")
         if not 1 <= config.steps <= self.backbone.max_steps:
             raise TrainError(f"--steps must be in 1..{self.backbone.max_steps} for backbone {self.backbone.name}, got {config.steps}")
         self.reward = load_reward(config.reward, self.backbone)
@@ -134,14 +143,16 @@ class Trainer:
         if not self.checkpoint_path.is_file():
             raise TrainError(f"nothing to resume: {self.checkpoint_path} does not exist")
         try:
-            state = torch.load(self.checkpoint_path, map_location="cpu", weights_only=True)
+            # onto the policy's device (the backbone's): a checkpoint written on a GPU resumes on it, and one
+            # written on a CPU resumes on a GPU; the RNG state alone must be a CPU tensor
+            state = torch.load(self.checkpoint_path, map_location=self.policy_device, weights_only=True)
             saved = state["config"]
             for key in ("backbone", "steps", "baseline", "reward", "policy", "contexts", "samples", "seed"):
                 if saved[key] != getattr(self.config, key):
                     raise TrainError(f"cannot resume: checkpoint has {key}={saved[key]!r}, this run asks {getattr(self.config, key)!r}")
             self.policy.load_state_dict(state["policy"])
             self.optimizer.load_state_dict(state["optimizer"])
-            torch.set_rng_state(state["torch_rng"])
+            torch.set_rng_state(state["torch_rng"].cpu())
             self.iteration = int(state["iteration"])
         except TrainError:
             raise
@@ -173,6 +184,10 @@ class Trainer:
         seeds = [TRAIN_SEED_BASE + it * self.config.contexts + b for b in range(self.config.contexts)]
         return [self.prompts[i] for i in idx], seeds, torch_seed
 
+    @property
+    def policy_device(self) -> torch.device:
+        return next(self.policy.parameters()).device
+
     def step(self, it: int) -> dict:
         cfg = self.config
         prompts, seeds, torch_seed = self.contexts_for(it)
@@ -184,9 +199,12 @@ class Trainer:
             simplex = self.policy.sample_simplex(self.dist.gather_rows(x_T), self.dist.gather_rows(cond.pooled), cfg.samples)[lo:hi]
         else:
             simplex = self.policy.sample_simplex(x_T, cond.pooled, cfg.samples)  # [B, K, N]
+        # float32 sigmas, exactly the floored simplex that log_prob scores below: never rounded to the
+        # latents' dtype (in bf16 neighbouring sigmas near 1 merge); the adapter alone makes timesteps of them
         sigmas = self.policy.sigmas(simplex).reshape(-1, cfg.steps + 1)
-        rows = torch.arange(hi - lo).repeat_interleave(cfg.samples)
-        images = self.backbone.sample(x_T[rows], cond.take(rows), sigmas.to(x_T.dtype))
+        rows = torch.arange(hi - lo, device=x_T.device).repeat_interleave(cfg.samples)
+        batch = cfg.batch_size or train_batch_size(self.backbone)
+        images = sample_in_batches(self.backbone, x_T[rows], cond.take(rows), sigmas.to(x_T.device), batch)
         local = self.reward(images, [prompts[lo + i] for i in rows.tolist()]).view(hi - lo, cfg.samples).double()
         rewards = self.dist.gather_rows(local)  # [B, K] global, before any baseline (js, xctx pool contexts)
         record = {"iteration": it, "reward": float(rewards.mean()), "reward_std": float(rewards.std())}
@@ -199,9 +217,9 @@ class Trainer:
         adv, lam = advantages(cfg.baseline, rewards)
         log_prob = self.policy.log_prob(x_T, cond.pooled, simplex)
         if self.dist.distributed:  # this block's share of the global mean; the summed gradients are the global one
-            loss = -(adv[lo:hi].to(log_prob.dtype) * log_prob).sum() / rewards.numel()
+            loss = -(adv[lo:hi].to(log_prob.device, log_prob.dtype) * log_prob).sum() / rewards.numel()
         else:
-            loss = -(adv.to(log_prob.dtype) * log_prob).mean()
+            loss = -(adv.to(log_prob.device, log_prob.dtype) * log_prob).mean()
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.dist.sum_gradients(self.policy.parameters())

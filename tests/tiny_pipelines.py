@@ -19,7 +19,7 @@ import pytest
 import torch
 
 from jsbench.backbones import load_backbone
-from jsbench.backbones.tiny import TINY_KINDS, save_tiny_pipeline
+from jsbench.backbones.tiny import TINY_KINDS, TINY_SAMPLING, save_tiny_pipeline
 
 __all__ = [
     "TINY_KINDS",
@@ -29,8 +29,13 @@ __all__ = [
     "test_device",
     "tolerance",
     "pipeline_kwargs",
+    "image_tolerance",
     "one_thread",
     "tiny_backbones",
+    "tiny_defaults_dir",
+    "tiny_mu_dir",
+    "MU_TOKENS",
+    "IMAGE_TOLERANCE_BF16",
 ]
 
 PROMPTS = ["a red cat", "two blue dogs next to a car", "a sign that says hello world"]
@@ -56,6 +61,27 @@ def tiny_dir(kind: str) -> Path:
     return save_tiny_pipeline(kind, _root() / kind)
 
 
+#: Flux-Dev's image tokens at the tiny pipelines' 32 px (8 x 8 patches of the 16 x 16 latent grid)
+MU_TOKENS = 64
+
+
+@lru_cache(maxsize=None)
+def tiny_mu_dir(kind: str) -> Path:
+    """Like `tiny_dir`, but Flux-Dev's dynamic shift reaches mu = 1.15 (its 1024^2 value) at the tiny
+    32 px token count, so the 1024^2 schedule runs at tiny cost (see `build_tiny_pipeline(mu_tokens=)`);
+    the other kinds have no dynamic shift and are the `tiny_dir` folders."""
+    if kind != "flux-dev":
+        return tiny_dir(kind)
+    return save_tiny_pipeline(kind, _root() / f"{kind}-mu", mu_tokens=MU_TOKENS)
+
+
+@lru_cache(maxsize=None)
+def tiny_defaults_dir(kind: str) -> Path:
+    """The tiny pipeline with no sampling settings in jsbench.json: the adapter samples at its own defaults,
+    which must be the pipeline's own __call__ defaults (resolution, steps, guidance, T5 length)."""
+    return save_tiny_pipeline(kind, _root() / f"{kind}-defaults", sampling={})
+
+
 @lru_cache(maxsize=None)
 def tiny_backbone(kind: str):
     """The backbone loaded from `tiny_dir(kind)` via the registry (shared: tests must not leave it modified)."""
@@ -63,7 +89,7 @@ def tiny_backbone(kind: str):
 
 
 def tolerance(backbone, custom: bool = False) -> float:
-    """Max abs difference allowed, relative to the reference's max magnitude.
+    """Max abs difference allowed on *latents*, relative to the reference's max magnitude.
 
     fp32: with the default schedule our loop issues the pipeline's own operations on the same batch, so
     the results are bit-identical (1e-6 leaves room for nothing but a platform quirk); custom schedules
@@ -76,12 +102,30 @@ def tolerance(backbone, custom: bool = False) -> float:
     return 5e-2
 
 
+#: Max abs difference (images in [0, 1]) between our decode of the pipeline's own final latents and the
+#: pipeline's image, in bf16 (CUDA). Measured with `python scripts/parity_bounds.py` (tiny pipelines, CPU,
+#: 4 steps, 3 prompts; bench/results/parity_bounds.json):
+#:   - same latents, same batch: our decode equals the pipeline's bit for bit (0.0, fp32 and bf16, all four);
+#:   - one ulp on every decoder input (bf16) moves images by up to 0.0156 (SD3.5), 0.0117 (Flux-Dev);
+#:   - a dropped VAE shift_factor moves bf16 images by 0.0137 (Schnell) to 0.039 (SD3.5), fp32 by 0.0095+.
+#: So images are compared on the *same* latents (an upstream rounding difference would need a tolerance
+#: that hides a dropped shift_factor), in one decode call of the pipeline's batch size (same kernels on
+#: CUDA), and the tolerance is one bf16 ulp of the output near 1 (2^-8 = 0.0039): above the measured 0,
+#: 3.5x below the smallest dropped-shift change. test_gpu_path checks that it catches the drop.
+IMAGE_TOLERANCE_BF16 = 2.0**-8
+
+
+def image_tolerance(backbone) -> float:
+    return 1e-5 if backbone.dtype == torch.float32 else IMAGE_TOLERANCE_BF16
+
+
 def pipeline_kwargs(backbone, steps: int) -> dict:
-    """Arguments that make `backbone.pipe(...)` sample what `backbone` samples (resolution, guidance, T5 length)."""
-    kw = dict(height=backbone.height, width=backbone.width, num_inference_steps=steps, guidance_scale=backbone.guidance_scale)
-    if backbone.name != "sdxl":
-        kw["max_sequence_length"] = backbone.max_sequence_length
-    return kw
+    """The test harness's sampling settings for the reference `backbone.pipe(...)` call: the tiny resolution
+    and T5 length written to jsbench.json (TINY_SAMPLING) and the step count. Nothing is read from the
+    adapter: guidance and everything else are left at the pipeline's own __call__ defaults, so an adapter
+    whose guidance (or T5 length, resolution) drifted from the pipeline's fails the parity tests."""
+    kind = "flux-schnell" if backbone.name == "flux-schnell" else backbone.name
+    return dict(TINY_SAMPLING[kind], num_inference_steps=steps)
 
 
 @pytest.fixture(scope="module", autouse=False)

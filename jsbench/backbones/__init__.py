@@ -1,7 +1,8 @@
 """Backbones behind one protocol (`base.Backbone`), looked up by name in a registry.
 
 Adding a backbone is adding one module that calls `register("name")` on a factory
-`factory(model: str | None, device: str | None) -> Backbone`.
+`factory(model: str | None, device: str | None) -> Backbone`; a factory that also takes `dtype`, `offload`
+and `decode_chunk` keywords gets the CLI's --dtype/--offload/--decode-chunk (the diffusers backbones do).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from jsbench import JsbenchError
 from jsbench.backbones.base import Backbone, Condition
 from jsbench.registry import Registry
 
-__all__ = ["Backbone", "Condition", "register", "load_backbone", "available_backbones", "UnknownBackbone"]
+__all__ = ["Backbone", "Condition", "register", "load_backbone", "available_backbones", "UnknownBackbone", "parse_dtype"]
 
 # name -> module that registers it; imported lazily so `analytic` never pays for diffusers.
 _MODULES = {
@@ -24,6 +25,8 @@ _MODULES = {
     "flux-schnell": "jsbench.backbones.flux",
     # a tiny SD3 pipeline with learned weights, trained on the embedded world's renders (issue 8)
     "scenes-dit": "jsbench.backbones.scenes_dit",
+    # the embedded world with texture at prompt- and noise-dependent scales: the positive control (issue 14)
+    "detail": "jsbench.backbones.detail",
 }
 
 
@@ -36,8 +39,45 @@ register = _REGISTRY.register
 available_backbones = _REGISTRY.names
 
 
-def load_backbone(name: str, model: str | None = None, device: str | None = None) -> Backbone:
-    return _REGISTRY.get(name)(model=model, device=device)
+_DTYPES = {
+    "bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16", "half": "float16",
+    "fp32": "float32", "float32": "float32", "float": "float32",
+}
+
+
+def parse_dtype(dtype):
+    """`--dtype` text (bf16, fp16, fp32 and their long names) or a torch.dtype -> torch.dtype; None stays None."""
+    import torch
+
+    if dtype is None or isinstance(dtype, torch.dtype):
+        return dtype
+    key = str(dtype).strip().lower().removeprefix("torch.")
+    if key not in _DTYPES:
+        raise UnknownBackbone(f"unknown --dtype {dtype!r}: use bf16, fp16 or fp32")
+    return getattr(torch, _DTYPES[key])
+
+
+def load_backbone(
+    name: str, model: str | None = None, device: str | None = None, *, dtype=None, offload: bool = False,
+    decode_chunk: int | None = None,
+) -> Backbone:
+    """The registered backbone `name`. `dtype` (None: bf16 on CUDA, fp32 elsewhere), `offload` (diffusers'
+    model CPU offload) and `decode_chunk` (images per VAE call) are passed only when set, so a backbone
+    whose factory does not take them still loads with the defaults and refuses them in one line."""
+    import inspect
+
+    factory = _REGISTRY.get(name)
+    options = {"dtype": parse_dtype(dtype), "offload": offload or None, "decode_chunk": decode_chunk}
+    options = {k: v for k, v in options.items() if v is not None}
+    params = inspect.signature(factory).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    for key in options:
+        if key not in params and not takes_any:
+            flag = "--" + key.replace("_", "-")
+            raise UnknownBackbone(f"backbone {name!r} has no {flag} option (it runs in its own dtype and memory)")
+    if decode_chunk is not None and decode_chunk < 1:
+        raise UnknownBackbone(f"--decode-chunk must be at least 1, got {decode_chunk}")
+    return factory(model=model, device=device, **options)
 
 
 def backbone_class(name: str) -> type | None:

@@ -74,12 +74,14 @@ def _is_hub_id(model: str) -> bool:
 
 def load_pipeline(
     pipeline_cls, model: str, *, backbone: str, device: torch.device, dtype: torch.dtype, default_id: str | None = None,
-    hint: str | None = None,
+    hint: str | None = None, offload: bool = False,
 ):
     """`pipeline_cls.from_pretrained(model)` from a local folder or the HF cache, never from the network.
 
     `model` is a hub id ("owner/name", looked up in the cache) or a folder written by `save_pretrained`.
     Returns (pipeline on `device` in `dtype`, sampling defaults read from an optional `jsbench.json`).
+    With `offload`, the networks stay on the CPU and diffusers' `enable_model_cpu_offload` moves each one
+    to `device` while it runs (one network resident at a time: for 24-48 GB GPUs).
     """
     path = Path(model).expanduser()
     offline = _env_flag("HF_HUB_OFFLINE") or _env_flag("TRANSFORMERS_OFFLINE")
@@ -98,10 +100,16 @@ def load_pipeline(
         if (path / "jsbench.json").is_file():
             extras = json.loads((path / "jsbench.json").read_text())
     else:
+        local_hint = hint or f"fetch one with `hf download {default_id or '<hub id>'} --local-dir {model}`"
         if not _is_hub_id(model):
-            if hint is None:
-                hint = f"fetch one with `hf download {default_id or '<hub id>'} --local-dir {model}`"
-            raise BackboneWeightsMissing(f"{backbone}: no pipeline folder at {model}; {hint}")
+            raise BackboneWeightsMissing(f"{backbone}: no pipeline folder at {model}: the path does not exist; {local_hint}")
+        if not allow_download and model != default_id and _cached_file(model, "model_index.json") is None:
+            # "models/flux-dev" reads like a hub id, but one that is not cached is far more often a folder
+            # typed relative to the wrong directory: say the path does not exist, not `hf download models/flux-dev`
+            raise BackboneWeightsMissing(
+                f"{backbone}: --model {model}: the path does not exist (in {Path.cwd()}) and no hub model {model} is in "
+                f"the Hugging Face cache; {local_hint}"
+            )
         source = model
         class_name = None
         if not allow_download:
@@ -130,7 +138,13 @@ def load_pipeline(
             if floats and dtype not in floats:
                 with _quiet_diffusers():  # its "should be kept in float32: []" warning says nothing here
                     module.to(dtype=dtype)
-    pipe.to(device)
+    if offload:
+        try:
+            pipe.enable_model_cpu_offload(device=device)
+        except (ImportError, RuntimeError, ValueError) as exc:
+            raise BackboneLoadError(f"{backbone}: --offload failed ({str(exc).splitlines()[0][:160]})") from None
+    else:
+        pipe.to(device)
     return pipe, extras
 
 
@@ -225,7 +239,12 @@ def div_as_scheduler(t: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
 class DiffusersBackbone:
     """What every diffusers-backed adapter shares. Subclasses set the class attributes and the hooks.
 
-    Attributes a user may change after loading: `height`, `width` (pixels), `guidance_scale`.
+    Attributes a user may change after loading: `height`, `width` (pixels), `guidance_scale`,
+    `decode_chunk` (images per VAE call).
+
+    Memory (see "Real backbones" in the README): a subclass declares `decode_chunk`, and the rows per
+    sampler call in training (`train_batch`) and in evaluation (`eval_batch`, the default `--batch-size`),
+    sized so that one call fits next to the weights on an 80 GB GPU at the default resolution in bf16.
     """
 
     name: str = ""
@@ -235,17 +254,26 @@ class DiffusersBackbone:
     max_steps: int = 1000
     default_guidance: float = 1.0
     weights_hint: str | None = None  # how to restore broken weights, when not `hf download <default id>`
+    decode_chunk: int = 4  # images per VAE decode call (a 1024^2 decode peaks at ~1.4 GiB per image in bf16)
+    train_batch: int = 16  # rows per sampler call in a training update (B*K rows are split into such calls)
+    eval_batch: int = 16  # rows per sampler call in evaluation (the default --batch-size)
 
-    def __init__(self, model: str | None = None, device: str | torch.device | None = None, dtype: torch.dtype | None = None):
+    def __init__(
+        self, model: str | None = None, device: str | torch.device | None = None, dtype: torch.dtype | None = None,
+        offload: bool = False, decode_chunk: int | None = None,
+    ):
         import diffusers
 
         self.device = default_device(device)
         self.dtype = dtype or default_dtype(self.device)
         self.model_id = model or self.default_model_id
+        self.offload = bool(offload)
+        if decode_chunk is not None:
+            self.decode_chunk = int(decode_chunk)
         pipeline_cls = getattr(diffusers, self.pipeline_class_name)
         self.pipe, extras = load_pipeline(
             pipeline_cls, self.model_id, backbone=self.name, device=self.device, dtype=self.dtype,
-            default_id=self.default_model_id, hint=self.weights_hint,
+            default_id=self.default_model_id, hint=self.weights_hint, offload=self.offload,
         )
         self.vae = self.pipe.vae
         self.vae_scale_factor = 2 ** (len(self.vae.config.block_out_channels) - 1)
@@ -294,7 +322,20 @@ class DiffusersBackbone:
 
     @torch.no_grad()
     def sample(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:
-        return self.decode(self.sample_latents(x_T, cond, sigmas))
+        """Images [B, 3, H, W] float32 in [0, 1]: one batched sampler loop, then `decode_chunk` rows per VAE call.
+
+        Images come back on the backbone's device, except under `offload`, where they are gathered on the CPU
+        (a 1024^2 float32 image is 12 MiB: 512 of them would not fit beside a 24 GB GPU's weights).
+        """
+        latents = self.sample_latents(x_T, cond, sigmas)
+        chunk = max(1, int(self.decode_chunk))
+        parts = []
+        for start in range(0, latents.shape[0], chunk):
+            image = self.decode(latents[start : start + chunk])
+            parts.append(image.cpu() if self.offload else image)
+        if self.offload:
+            self.pipe.maybe_free_model_hooks()  # as the pipeline does at the end of __call__
+        return torch.cat(parts, dim=0)
 
     def _check_batch(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:
         if x_T.shape[0] != len(cond) or sigmas.shape[0] != x_T.shape[0]:
@@ -303,6 +344,10 @@ class DiffusersBackbone:
             )
         if tuple(x_T.shape[1:]) != self.latent_shape:
             raise ScheduleError(f"x_T rows have shape {tuple(x_T.shape[1:])}, {self.name} expects {self.latent_shape}")
+        if sigmas.dtype not in (torch.float32, torch.float64):
+            # a schedule rounded to the model's dtype is not the schedule the policy drew (in bf16, neighbouring
+            # sigmas near 1 merge): schedules stay float32/float64 up to here, the adapter alone converts them
+            raise ScheduleError(f"{self.name}: sigmas must be float32 or float64, got {sigmas.dtype}")
         sigmas = sigmas.to(self.device, torch.float32)
         check_sigmas(sigmas)
         steps = sigmas.shape[1] - 1

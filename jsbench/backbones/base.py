@@ -76,3 +76,34 @@ class Backbone(Protocol):
     def sample(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:
         """Images [B, 3, H, W] in [0, 1], one batched call, row b integrated along sigmas[b]."""
         ...
+
+
+# ---- memory: how many rows one sampler call takes, per backbone ------------------------------------------
+
+#: rows per evaluation batch for a backbone that declares no `eval_batch` (the embedded world: cheap rows)
+DEFAULT_EVAL_BATCH = 512
+
+
+def eval_batch_size(backbone) -> int:
+    """The default `--batch-size` of `eval`/`compare`: the backbone's `eval_batch`, else DEFAULT_EVAL_BATCH."""
+    return int(getattr(backbone, "eval_batch", None) or DEFAULT_EVAL_BATCH)
+
+
+def train_batch_size(backbone) -> int | None:
+    """Rows per sampler call in a training update: the backbone's `train_batch` (None: all B*K rows at once)."""
+    size = getattr(backbone, "train_batch", None)
+    return int(size) if size else None
+
+
+def sample_in_batches(backbone, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor, batch: int | None) -> torch.Tensor:
+    """`backbone.sample` over `batch` rows at a time, images concatenated. Rows never interact in a sampler
+    (each follows its own schedule from its own noise), so the result is that of one call over all rows;
+    only the peak memory changes."""
+    n = x_T.shape[0]
+    if not batch or batch >= n:
+        return backbone.sample(x_T, cond, sigmas)
+    parts = []
+    for start in range(0, n, batch):
+        rows = torch.arange(start, min(start + batch, n), device=x_T.device)
+        parts.append(backbone.sample(x_T[rows], cond.take(rows), sigmas[rows.to(sigmas.device)]))
+    return torch.cat([p.to(parts[0].device) for p in parts], dim=0)

@@ -134,10 +134,10 @@ class FluxSchnellBackbone(FluxBackbone):
 
 
 @register("flux-dev")
-def _flux_dev(model: str | None = None, device: str | None = None) -> FluxDevBackbone:
-    return FluxDevBackbone(model=model, device=device)
+def _flux_dev(model: str | None = None, device: str | None = None, **options) -> FluxDevBackbone:
+    return FluxDevBackbone(model=model, device=device, **options)
 
 
 @register("flux-schnell")
-def _flux_schnell(model: str | None = None, device: str | None = None) -> FluxSchnellBackbone:
-    return FluxSchnellBackbone(model=model, device=device)
+def _flux_schnell(model: str | None = None, device: str | None = None, **options) -> FluxSchnellBackbone:
+    return FluxSchnellBackbone(model=model, device=device, **options)

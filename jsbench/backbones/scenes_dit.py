@@ -38,17 +38,17 @@ class ScenesDiTBackbone(SD35Backbone):
     ceiling_steps = 50
     weights_hint = "restore the shipped folder with `git checkout -- jsbench/backbones/weights` or retrain it with `python scripts/train_scene_backbone.py`"
 
-    def __init__(self, model: str | None = None, device=None, dtype=None):
-        super().__init__(model=model, device=device, dtype=dtype)
+    def __init__(self, model: str | None = None, device=None, dtype=None, **options):
+        super().__init__(model=model, device=device, dtype=dtype, **options)
         if model is None:
             # records and leaderboards name the shipped weights, not the folder they sit in on this machine
             self.model_id = self.shipped_model_id
 
 
 @register("scenes-dit")
-def _factory(model: str | None = None, device: str | None = None) -> ScenesDiTBackbone:
+def _factory(model: str | None = None, device: str | None = None, **options) -> ScenesDiTBackbone:
     if model is None and not (SHIPPED_WEIGHTS / "model_index.json").is_file():
         raise BackboneWeightsMissing(
             f"scenes-dit: the shipped weights are missing at {SHIPPED_WEIGHTS}; {ScenesDiTBackbone.weights_hint}"
         )
-    return ScenesDiTBackbone(model=model, device=device)
+    return ScenesDiTBackbone(model=model, device=device, **options)

@@ -122,15 +122,15 @@ class SD35MediumBackbone(SD35Backbone):
 
 
 @register("sd35")
-def _sd35(model: str | None = None, device: str | None = None) -> SD35Backbone:
-    return SD35Backbone(model=model, device=device)
+def _sd35(model: str | None = None, device: str | None = None, **options) -> SD35Backbone:
+    return SD35Backbone(model=model, device=device, **options)
 
 
 @register("sd35-medium")
-def _sd35_medium(model: str | None = None, device: str | None = None) -> SD35Backbone:
-    return SD35MediumBackbone(model=model, device=device)
+def _sd35_medium(model: str | None = None, device: str | None = None, **options) -> SD35Backbone:
+    return SD35MediumBackbone(model=model, device=device, **options)
 
 
 @register("sd35-large")
-def _sd35_large(model: str | None = None, device: str | None = None) -> SD35Backbone:
-    return SD35LargeBackbone(model=model, device=device)
+def _sd35_large(model: str | None = None, device: str | None = None, **options) -> SD35Backbone:
+    return SD35LargeBackbone(model=model, device=device, **options)

@@ -43,8 +43,8 @@ class SDXLBackbone(DiffusersBackbone):
     default_steps = 50
     default_guidance = 5.0
 
-    def __init__(self, model: str | None = None, device=None, dtype=None):
-        super().__init__(model=model, device=device, dtype=dtype)
+    def __init__(self, model: str | None = None, device=None, dtype=None, **options):
+        super().__init__(model=model, device=device, dtype=dtype, **options)
         from diffusers import EulerDiscreteScheduler
 
         # Whatever scheduler the pipeline folder ships, the sampler is Euler on its noise schedule.
@@ -216,5 +216,5 @@ class SDXLBackbone(DiffusersBackbone):
 
 
 @register("sdxl")
-def _sdxl(model: str | None = None, device: str | None = None) -> SDXLBackbone:
-    return SDXLBackbone(model=model, device=device)
+def _sdxl(model: str | None = None, device: str | None = None, **options) -> SDXLBackbone:
+    return SDXLBackbone(model=model, device=device, **options)

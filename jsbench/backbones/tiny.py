@@ -144,8 +144,15 @@ def _vae(latent_channels: int, shift_factor: float | None, scaling_factor: float
     )
 
 
-def build_tiny_pipeline(kind: str, seed: int = 0):
-    """A random-weight pipeline of the real class for backbone `kind` (one of TINY_KINDS)."""
+def build_tiny_pipeline(kind: str, seed: int = 0, max_latent_side: int = 32, mu_tokens: int | None = None):
+    """A random-weight pipeline of the real class for backbone `kind` (one of TINY_KINDS).
+
+    `max_latent_side`: the largest latent grid the tiny SD3 transformer's position table covers (32 by
+    default; 128 for the real models' 1024^2 latents). `mu_tokens`: give Flux-Dev's dynamic shift its
+    full value mu = max_shift = 1.15 (as at 1024^2, 4096 tokens) already at this many image tokens, by
+    scaling the scheduler's token range [256, 4096] by mu_tokens / 4096; tests use it to run Flux-Dev's
+    1024^2 schedule on 64 tokens (a 4096-token tiny Flux costs ~1.7 s per step on one CPU core in bf16).
+    """
     import diffusers
 
     torch.manual_seed(seed)
@@ -204,7 +211,7 @@ def build_tiny_pipeline(kind: str, seed: int = 0):
             joint_attention_dim=64,  # = T5 width, so CLIP's 32+32 features pad (not crop) to it
             pooled_projection_dim=64,
             out_channels=4,
-            pos_embed_max_size=16,
+            pos_embed_max_size=max(16, max_latent_side // 2),
         )
         # SD3.5's scheduler config: static shift 3
         scheduler = diffusers.FlowMatchEulerDiscreteScheduler(num_train_timesteps=1000, shift=3.0)
@@ -236,14 +243,15 @@ def build_tiny_pipeline(kind: str, seed: int = 0):
             axes_dims_rope=(4, 6, 6),
         )
         if dev:  # FLUX.1-dev's scheduler config: resolution-dependent (dynamic) shift
+            scale = 1.0 if mu_tokens is None else mu_tokens / 4096
             scheduler = diffusers.FlowMatchEulerDiscreteScheduler(
                 num_train_timesteps=1000,
                 shift=3.0,
                 use_dynamic_shifting=True,
                 base_shift=0.5,
                 max_shift=1.15,
-                base_image_seq_len=256,
-                max_image_seq_len=4096,
+                base_image_seq_len=max(1, round(256 * scale)),
+                max_image_seq_len=max(2, round(4096 * scale)),
             )
         else:  # FLUX.1-schnell's: no shift at all
             scheduler = diffusers.FlowMatchEulerDiscreteScheduler(
@@ -261,12 +269,30 @@ def build_tiny_pipeline(kind: str, seed: int = 0):
     raise ValueError(f"no tiny pipeline for {kind!r}; choose one of {TINY_KINDS}")
 
 
-def save_tiny_pipeline(kind: str, path: str | Path, seed: int = 0) -> Path:
-    """Build, `save_pretrained` (safetensors) and write jsbench.json; returns the folder."""
+#: the real models' latent grids at their 1024^2 default: 128x128 latents (Flux/SD3: 4096 image tokens, the
+#: token count at which Flux-Dev's dynamic shift reaches mu = max_shift = 1.15). The tiny VAEs downsample by
+#: 2, not 8, so 256 px gives the tiny pipelines the same latent grid and the same token count.
+REAL_LATENT_SAMPLING = {
+    "sdxl": {"height": 256, "width": 256},
+    "sd35": {"height": 256, "width": 256, "max_sequence_length": 64},
+    "flux-dev": {"height": 256, "width": 256, "max_sequence_length": 64},
+    "flux-schnell": {"height": 256, "width": 256, "max_sequence_length": 64},
+}
+
+
+def save_tiny_pipeline(kind: str, path: str | Path, seed: int = 0, sampling: dict | None = None, **build) -> Path:
+    """Build, `save_pretrained` (safetensors) and write jsbench.json; returns the folder.
+
+    `sampling` replaces the sampling settings written to jsbench.json (default TINY_SAMPLING[kind]);
+    `{}` writes none, so the adapter runs at its own defaults (the pipeline's: 256 px for tiny Flux,
+    T5 length 512, ...). `build` goes to `build_tiny_pipeline` (max_latent_side, mu_tokens)."""
     path = Path(path)
-    pipe = build_tiny_pipeline(kind, seed=seed)
+    pipe = build_tiny_pipeline(kind, seed=seed, **build)
     pipe.save_pretrained(path, safe_serialization=True)
-    (path / "jsbench.json").write_text(json.dumps({"tiny": kind, **TINY_SAMPLING[kind]}, indent=1))
+    settings = TINY_SAMPLING[kind] if sampling is None else sampling
+    tmp = path / "jsbench.json.tmp"
+    tmp.write_text(json.dumps({"tiny": kind, **settings}, indent=1))
+    tmp.replace(path / "jsbench.json")
     return path
 
 
