@@ -28,7 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from jsbench import JsbenchError
-from jsbench.leaderboard import _method_rank, write_text_atomic
+from jsbench.leaderboard import _method_rank, provenance_key, write_text_atomic
+from jsbench.results import PROVENANCE_FIELDS
 
 REPORT_FORMATS = {".md": "markdown", ".json": "json", ".xml": "junit"}
 VERDICTS = ("regressed", "missing", "improved", "unchanged")  # the order reports list them in
@@ -60,20 +61,28 @@ def row_key(backbone: str, model_id: str, steps, method: str) -> tuple[str, str,
     return (backbone, model_id, int(steps), method)
 
 
-def scores_entry(key: tuple, suite_name: str, metric: str, run, values: dict[str, float]) -> dict:
-    """One line of `<suite>.scores.jsonl`: a row's per-image scores of `metric`, prompt-major, and the
-    per-task values they aggregate to (so a stale line is recognised when the leaderboard is rewritten)."""
+def line_provenance(line: dict) -> dict:
+    """The provenance of a committed CSV line or scores entry (older files have none)."""
+    prov = line.get("provenance", line)
+    return {f: str(prov[f]) for f in PROVENANCE_FIELDS if prov.get(f)}
+
+
+def scores_entry(key: tuple, suite_name: str, metric: str, run, values: dict[str, float], provenance: dict | None = None) -> dict:
+    """One line of `<suite>.scores.jsonl`: a row's per-image scores of `metric`, prompt-major, the
+    per-task values they aggregate to (so a stale line is recognised when the leaderboard is rewritten)
+    and the section's provenance (detector, prompt set, ...: a row is one per provenance)."""
     backbone, model_id, steps, method = key
     return {
         "schema": SCORES_SCHEMA, "backbone": backbone, "model_id": model_id, "steps": steps, "method": method,
+        "provenance": line_provenance(provenance or {}),
         "suite": suite_name, "metric": metric, "seeds": list(run.seeds), "prompts": [it.prompt for it in run.items],
         "tasks": [it.task for it in run.items], "scores": [s.get(metric) for s in run.scores], "values": values,
     }
 
 
 def read_scores(path: Path, strict: bool = True) -> dict[tuple, dict]:
-    """Committed per-image scores by row key; an absent file is an empty mapping. A malformed line is
-    refused (strict: the check) or skipped (rewriting the leaderboard)."""
+    """Committed per-image scores by (row key, provenance key); an absent file is an empty mapping. A
+    malformed line is refused (strict: the check) or skipped (rewriting the leaderboard)."""
     path = Path(path)
     if not path.exists():
         return {}
@@ -89,27 +98,29 @@ def read_scores(path: Path, strict: bool = True) -> dict[tuple, dict]:
             if strict:
                 raise CheckError(f"{path}:{lineno}: not a per-image scores line ({exc}); regenerate it with `jsbench compare`") from None
             continue
-        out[key] = e
+        out[(key, provenance_key(line_provenance(e)))] = e
     return out
 
 
-def write_scores(path: Path, tables, runs: dict[tuple, object], suite_name: str, metric: str) -> Path:
-    """Per-image scores of every leaderboard row: this run's, else the file's own line when it still
-    aggregates to the row's values (a row from another backbone's run); a row with neither has none,
-    and its check falls back to the unpaired standard error."""
+def write_scores(path: Path, tables, runs: dict[tuple, object], suite_name: str, metric: str, provenance: dict | None = None) -> Path:
+    """Per-image scores of every leaderboard row: this run's (`runs`, of this `provenance`), else the
+    file's own line when it still aggregates to the row's values (a row from another backbone's run); a
+    row with neither has none, and its check falls back to the unpaired standard error."""
     existing = read_scores(path, strict=False)
+    mine = provenance_key(line_provenance(provenance or {}))
     lines, seen = [], set()
     for t in tables:
+        prov = provenance_key(line_provenance(getattr(t, "provenance", None) or {}))
         for row in t.rows:
             key = row_key(t.backbone, t.model_id, row["steps"], row["method"])
-            if key in seen:
+            if (key, prov) in seen:
                 continue  # the ceiling row sits in every budget's table
-            seen.add(key)
+            seen.add((key, prov))
             values = {task: row[task] for task in [*t.tasks, "overall"] if row.get(task) is not None}
-            if key in runs:
-                lines.append(scores_entry(key, suite_name, metric, runs[key], values))
-            elif key in existing and _same_values(existing[key]["values"], values, 0.6 * 10**-CSV_DIGITS):
-                lines.append(existing[key])  # a kept section's values come back from the CSV, rounded
+            if key in runs and prov == mine:
+                lines.append(scores_entry(key, suite_name, metric, runs[key], values, provenance))
+            elif (key, prov) in existing and _same_values(existing[(key, prov)]["values"], values, 0.6 * 10**-CSV_DIGITS):
+                lines.append(existing[(key, prov)])  # a kept section's values come back from the CSV, rounded
     write_text_atomic(path, "".join(json.dumps(e, sort_keys=True) + "\n" for e in lines))
     return Path(path)
 
@@ -239,37 +250,66 @@ def check_against_committed(
     strict: bool = False,
     command: str = "jsbench compare --check",
     scores_file: str = "scores",
+    provenance: dict | None = None,
 ) -> CheckReport:
-    """Every committed row in scope (this backbone and model, the sections of these budgets) and each of
-    its tasks against the fresh run of the same key. `runs` maps row keys to the fresh `EvalRun`s."""
+    """Every committed row in scope and each of its tasks against the fresh run of the same key. In scope:
+    the sections of this backbone, model and these budgets whose provenance (detector, prompt set, ...)
+    is this run's; a budget whose committed sections all have another provenance is reported missing
+    (this run cannot produce those numbers). `runs` maps row keys to the fresh `EvalRun`s."""
     if not tolerance >= 0:
         raise CheckError(f"--tolerance must be a number ≥ 0 (standard errors of the paired difference), got {tolerance}")
     metric = suite.primary_metric
-    in_scope: dict[tuple, dict] = {}  # (row key, task) -> committed CSV line, first of duplicates
+    fresh_prov = line_provenance(provenance or {})
+    sections: dict[int, dict[tuple, list]] = {}  # budget -> provenance key -> committed lines of that section
     not_checked: dict[str, int] = {}
     for line in committed:
         try:
             key = row_key(line["backbone"], line["model_id"], line["steps"], line["method"])
-            task = line["task"]
+            line["task"]
+            # the section's budget (`budget`; a CSV without it: the row's steps, and the ceiling goes with any budget)
+            budget = int(line["budget"]) if line.get("budget") else key[2]
         except (KeyError, ValueError, TypeError):
             raise CheckError(f"committed leaderboard line {line} lacks backbone, model_id, steps, method or task") from None
-        # the section's budget (`budget`; a CSV without it: the row's steps, and the ceiling goes with any budget)
-        budget = int(line["budget"]) if line.get("budget") else key[2]
         here = budget in steps_list or (not line.get("budget") and key[3].startswith("ceiling"))
         if key[0] == backbone_name and key[1] == model_id and here:
-            in_scope.setdefault((key, task), line)
+            sections.setdefault(budget, {}).setdefault(provenance_key(line_provenance(line)), []).append(line)
         else:
             where = f"{key[0]} · {budget} steps" + ("" if key[1] == model_id or key[0] != backbone_name else f" · {key[1]}")
-            not_checked[where] = not_checked.get(where, 0) + (task == "overall")
+            not_checked[where] = not_checked.get(where, 0) + (line["task"] == "overall")
+    in_scope: dict[tuple, dict] = {}  # (row key, task) -> committed CSV line, first of duplicates
+    other_provenance: dict[tuple, str] = {}  # (row key, task) -> why this run cannot produce it
+    for budget, by_prov in sections.items():
+        def differs(lines):  # the provenance fields where the section is not this run's
+            prov = line_provenance(lines[0])
+            return [f"{f} {prov[f]} (this run: {fresh_prov.get(f) or 'none'})" for f in prov if prov[f] != fresh_prov.get(f)]
+
+        mine = [p for p, lines in by_prov.items() if not differs(lines)]
+        # the most specific section of this run's provenance (an older one without provenance fits any)
+        chosen = max(mine, key=lambda p: sum(bool(v) for v in p)) if mine else None
+        for p, lines in by_prov.items():
+            if p == chosen:
+                for line in lines:
+                    in_scope.setdefault((row_key(line["backbone"], line["model_id"], line["steps"], line["method"]), line["task"]), line)
+            elif chosen is not None:
+                where = f"{backbone_name} · {budget} steps · " + ", ".join(f"{f} {v}" for f, v in line_provenance(lines[0]).items() if v)
+                not_checked[where] = not_checked.get(where, 0) + sum(line["task"] == "overall" for line in lines)
+        if chosen is None:  # no committed section of this budget has this run's provenance
+            lines = next(iter(by_prov.values()))
+            why = "committed with " + "; ".join(differs(lines)) + ": regenerate the leaderboard"
+            for line in lines:
+                k = (row_key(line["backbone"], line["model_id"], line["steps"], line["method"]), line["task"])
+                in_scope.setdefault(k, line)
+                other_provenance.setdefault(k, why)
     if not in_scope:
         raise CheckError("--check compared nothing: no committed row matches this backbone and these step budgets")
 
     fresh_metrics = {key: _task_metrics(suite, run.scores, [it for it, _ in run.rows()], metric) for key, run in runs.items()}
     diffs: dict[tuple, tuple[dict, dict, list]] = {}  # key -> (diff metrics, committed metrics, per-image diffs)
-    for key in dict.fromkeys(k for k, _ in in_scope):
-        if key not in runs or key not in committed_scores:
+    for key, task in in_scope:
+        entry = committed_scores.get((key, provenance_key(line_provenance(in_scope[(key, task)]))))
+        if key in diffs or key not in runs or entry is None or (key, task) in other_provenance:
             continue
-        run, entry = runs[key], committed_scores[key]
+        run = runs[key]
         if entry["prompts"] != [it.prompt for it in run.items] or entry["seeds"] != list(run.seeds):
             raise CheckError(
                 f"committed per-image scores of {key[0]} · {key[2]} steps · {key[3]} are on {len(entry['prompts'])} prompts × "
@@ -295,8 +335,8 @@ def check_against_committed(
         committed_value = _csv_float(line.get("value"))
         base = dict(backbone=key[0], model_id=key[1], steps=key[2], method=key[3], task=task, metric=metric)
         fresh_m = fresh_metrics.get(key, {}).get(task)
-        if fresh_m is None:
-            why = "the fresh run has no such row" if key not in runs else f"the fresh run has no {task!r} task"
+        if fresh_m is None or (key, task) in other_provenance:
+            why = other_provenance.get((key, task)) or ("the fresh run has no such row" if key not in runs else f"the fresh run has no {task!r} task")
             checks.append(RowCheck(**base, verdict="missing", committed=committed_value, note=why))
             continue
         fresh_value = None if _nan(fresh_m.value) else fresh_m.value

@@ -14,7 +14,7 @@ import torch
 
 from jsbench.backbones import load_backbone
 from jsbench.evaluate import EvalRun
-from jsbench.leaderboard import CSV_FIELDS
+from jsbench.leaderboard import CSV_FIELDS, provenance_key
 from jsbench.policy import make_policy
 from jsbench.report import CheckError, check_against_committed, read_scores, render_json, render_junit, render_markdown, report_format, row_key, scores_entry
 from jsbench.suites.base import EvalItem, aggregate_by_task, mean_stderr
@@ -40,15 +40,16 @@ def _run(values):
     return EvalRun(items=ITEMS, seeds=SEEDS, scores=[{"correct": float(v)} for v in values])
 
 
-def _committed(key, run, suite=TwoTasks(), with_scores=True):
+def _committed(key, run, suite=TwoTasks(), with_scores=True, provenance=None):
     """CSV lines exactly as leaderboard.render_csv writes them, and the scores file's line for the row."""
     metrics = {m.task: m for m in suite.aggregate(run.scores, [it for it, _ in run.rows()])}
     lines = [
         {"backbone": key[0], "model_id": key[1], "steps": str(key[2]), "method": key[3], "task": t, "value": f"{m.value:.6f}",
-         "stderr": f"{m.stderr:.6f}" if t == "overall" else "", "delta": "", "delta_stderr": "", "n_images": str(metrics["overall"].n_images)}
+         "stderr": f"{m.stderr:.6f}" if t == "overall" else "", "delta": "", "delta_stderr": "", "n_images": str(metrics["overall"].n_images), **(provenance or {})}
         for t, m in metrics.items()
     ]
-    scores = {key: scores_entry(key, suite.name, "correct", run, {t: m.value for t, m in metrics.items()})} if with_scores else {}
+    entry = scores_entry(key, suite.name, "correct", run, {t: m.value for t, m in metrics.items()}, provenance)
+    scores = {(key, provenance_key(provenance or {})): entry} if with_scores else {}
     return lines, scores
 
 
@@ -126,7 +127,8 @@ def test_refusals_are_check_errors():
     three_seeds = EvalRun(items=ITEMS, seeds=[0, 1, 2], scores=[{"correct": 1.0}] * 18)
     with pytest.raises(CheckError, match="seeds"):
         check_against_committed(lines, scores, {KEY: three_seeds}, TwoTasks(), KEY[0], KEY[1], [3])
-    scores[KEY]["scores"][0] = 1.0 - scores[KEY]["scores"][0]  # the scores file no longer matches its CSV
+    entry = next(iter(scores.values()))
+    entry["scores"][0] = 1.0 - entry["scores"][0]  # the scores file no longer matches its CSV
     with pytest.raises(CheckError, match="reproduce"):
         check_against_committed(lines, scores, {KEY: _run(BASE)}, TwoTasks(), KEY[0], KEY[1], [3])
     with pytest.raises(CheckError, match="compared nothing"):
@@ -146,6 +148,24 @@ def test_scope_is_the_sections_of_this_run():
     assert report.not_checked == {"toy-bb · 5 steps": 2, "other-bb · 3 steps": 1}
 
 
+def test_provenance_picks_the_section_and_another_one_is_missing():
+    """A section is one provenance (detector, prompt set, ...): the check pairs this run with the section of
+    its own provenance; when the budget has none, the rows are missing, with the differing field named."""
+    owl, m2f = {"detector": "owlv2"}, {"detector": "mask2former"}
+    a_lines, a_scores = _committed(KEY, _run(BASE), provenance=owl)
+    b_lines, b_scores = _committed(KEY, _run([0] * 12), provenance=m2f)
+    committed, scores = a_lines + b_lines, {**a_scores, **b_scores}
+    report = check_against_committed(committed, scores, {KEY: _run([0] * 12)}, TwoTasks(), KEY[0], KEY[1], [3], provenance=m2f)
+    assert report.count("unchanged") == 3 and all(r.paired for r in report.rows)
+    assert report.not_checked == {"toy-bb · 3 steps · detector owlv2": 1}
+    report = check_against_committed(a_lines, a_scores, {KEY: _run(BASE)}, TwoTasks(), KEY[0], KEY[1], [3], provenance=m2f)
+    assert {r.verdict for r in report.rows} == {"missing"} and "detector owlv2 (this run: mask2former)" in report.rows[0].note
+    # a leaderboard written before provenance was recorded fits any run
+    plain_lines, plain_scores = _committed(KEY, _run(BASE))
+    report = check_against_committed(plain_lines, plain_scores, {KEY: _run(BASE)}, TwoTasks(), KEY[0], KEY[1], [3], provenance=m2f)
+    assert report.count("unchanged") == 3
+
+
 def test_scores_file_keeps_rows_that_still_match_and_drops_stale_ones(tmp_path):
     from jsbench.leaderboard import Table
     from jsbench.report import write_scores
@@ -156,11 +176,11 @@ def test_scores_file_keeps_rows_that_still_match_and_drops_stale_ones(tmp_path):
     row = {"method": "js", "steps": 3, **{t: v for t, v in metrics.items() if t != "overall"}, "overall": metrics["overall"]}
     table = Table("toy-bb", "toy/model", 3, ["a", "b"], [row])
     write_scores(path, [table], {KEY: run}, "toy", "correct")
-    assert list(read_scores(path)) == [KEY]
+    assert list(read_scores(path)) == [(KEY, provenance_key({}))]
     # a later run of another section: the row is kept from the file (its CSV values, rounded, still match) ...
     rounded = {k: (float(f"{v:.6f}") if isinstance(v, float) else v) for k, v in row.items()}
     write_scores(path, [Table("toy-bb", "toy/model", 3, ["a", "b"], [rounded])], {}, "toy", "correct")
-    assert read_scores(path)[KEY]["scores"] == [float(v) for v in BASE]
+    assert read_scores(path)[(KEY, provenance_key({}))]["scores"] == [float(v) for v in BASE]
     # ... and dropped once the row's values are no longer the ones its scores give
     write_scores(path, [Table("toy-bb", "toy/model", 3, ["a", "b"], [{**rounded, "overall": 0.1}])], {}, "toy", "correct")
     assert read_scores(path) == {}
