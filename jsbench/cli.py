@@ -38,10 +38,17 @@ class PolicyKind(str, Enum):
     global_ = "global"
 
 
-def _backbone(name: str, model: Optional[str], device: Optional[str]):
+def _backbone(name: str, model: Optional[str], device: Optional[str], dtype: Optional[str] = None, offload: bool = False,
+              decode_chunk: Optional[int] = None):
     from jsbench.backbones import load_backbone
 
-    return load_backbone(name, model, device)
+    return load_backbone(name, model, device, dtype=dtype, offload=offload, decode_chunk=decode_chunk)
+
+
+# options of the real (diffusers) backbones, shared by train, eval and compare
+_DTYPE_HELP = "Backbone dtype: bf16, fp16 or fp32 (default: bf16 on CUDA, fp32 on CPU). The policy and its schedules stay fp32."
+_OFFLOAD_HELP = "Keep the backbone's networks on the CPU and move each to the GPU while it runs (diffusers' model CPU offload; for 24-48 GB GPUs)."
+_DECODE_HELP = "Images per VAE decode call (default: the backbone's; a 1024^2 image peaks at ~1.4 GiB in bf16)."
 
 
 @app.command()
@@ -64,6 +71,10 @@ def train(
     checkpoint_every: int = typer.Option(25, help="Updates between atomic checkpoints."),
     resume: bool = typer.Option(False, help="Continue from OUT/checkpoint.pt; ends exactly where the uninterrupted run would."),
     device: Optional[str] = typer.Option(None, help="torch device (default: cpu for analytic, cuda if available otherwise)."),
+    dtype: Optional[str] = typer.Option(None, help=_DTYPE_HELP),
+    offload: bool = typer.Option(False, "--offload", help=_OFFLOAD_HELP),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Rows per sampler call within an update (default: the backbone's train batch; B and K are unchanged)."),
+    decode_chunk: Optional[int] = typer.Option(None, "--decode-chunk", min=1, help=_DECODE_HELP),
     progress: bool = typer.Option(True, help="Show a progress bar."),
     processes: int = typer.Option(1, "--processes", min=1, help="Split each update's contexts over N local processes (runs torchrun; needs accelerate). For GPUs and nodes use `accelerate launch -m jsbench train ...`."),
 ):
@@ -77,7 +88,8 @@ def train(
     config = TrainConfig(
         backbone=backbone, model=model, steps=steps, baseline=baseline, reward=reward, suite=suite, policy=policy.value,
         iters=iters, contexts=contexts, samples=samples, lr=lr, network_lr=network_lr, concentration=concentration, seed=seed,
-        checkpoint_every=checkpoint_every, device=device,
+        checkpoint_every=checkpoint_every, device=device, dtype=dtype, offload=offload, batch_size=batch_size,
+        decode_chunk=decode_chunk,
     )
     trainer = Trainer(config, out)
     if resume:
@@ -102,8 +114,11 @@ def eval_(
     metadata: Optional[Path] = typer.Option(None, help="GenEval evaluation_metadata.jsonl to evaluate instead of the suite's test prompts (--suite geneval; on analytic, prompts the world draws)."),
     prompts_file: Optional[Path] = typer.Option(None, "--prompts-file", help="UTF-8 text file, one prompt of the suite a line: evaluate these instead of --split."),
     out: Path = typer.Option(Path("results/records.jsonl"), help="Records file (JSONL, appended atomically)."),
-    batch_size: int = typer.Option(512, "--batch-size", min=1, help="Images sampled per batch; finished batches survive a kill."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Images sampled per batch (default: the backbone's eval batch, 512 for analytic); finished batches survive a kill."),
     device: Optional[str] = typer.Option(None),
+    dtype: Optional[str] = typer.Option(None, help=_DTYPE_HELP),
+    offload: bool = typer.Option(False, "--offload", help=_OFFLOAD_HELP),
+    decode_chunk: Optional[int] = typer.Option(None, "--decode-chunk", min=1, help=_DECODE_HELP),
     progress: bool = typer.Option(True),
     processes: int = typer.Option(1, "--processes", min=1, help="Shard the prompts over N local processes (runs torchrun; needs accelerate); records are gathered and written once."),
 ):
@@ -125,7 +140,7 @@ def eval_(
     ctx = get_context()
     if device is None and ctx.distributed and ctx.device.type != "cpu":
         device = str(ctx.device)  # one accelerator per process
-    bb = _backbone(backbone, model, device)
+    bb = _backbone(backbone, model, device, dtype, offload, decode_chunk)
     s = load_suite(suite, bb, **({"metadata": str(metadata)} if metadata is not None else {}))
     items = items_for_prompts(s, prompt_list, prompts_file) if prompt_list is not None else None
     source = resolve_schedule(schedule, bb, steps)
@@ -161,6 +176,10 @@ def compare(
     plots: bool = typer.Option(True, help="Write schedule, image-grid and training-curve figures beside the tables (with --check --report: into figures/ beside the first report)."),
     tolerance: float = typer.Option(2.0, help="With --check: allowed drop, in standard errors of the paired difference (same prompts and seeds)."),
     device: Optional[str] = typer.Option(None),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Images sampled per batch (default: each backbone's eval batch, 512 for analytic)."),
+    dtype: Optional[str] = typer.Option(None, help=_DTYPE_HELP),
+    offload: bool = typer.Option(False, "--offload", help=_OFFLOAD_HELP),
+    decode_chunk: Optional[int] = typer.Option(None, "--decode-chunk", min=1, help=_DECODE_HELP),
     progress: bool = typer.Option(True),
 ):
     """Evaluate default, shipped policies and the ceiling; write leaderboards/<suite>.md|csv (or --check them).
@@ -175,16 +194,16 @@ def compare(
         raise JsbenchError("--report and --strict go with --check: the report is that of the regression check")
     for path in report:
         report_format(path)  # an unknown suffix is refused before any weights load
-    bb = _backbone(backbone, model, device)
+    bb = _backbone(backbone, model, device, dtype, offload, decode_chunk)
     s = load_suite(suite, bb)
-    others = [_backbone(name, other_model or None, device) for name, _, other_model in (d.partition("=") for d in distilled)]
+    others = [_backbone(name, other_model or None, device, dtype, offload, decode_chunk) for name, _, other_model in (d.partition("=") for d in distilled)]
     cmd = "jsbench compare --suite {} --backbone {} {}".format(suite, backbone, " ".join(f"--steps {n}" for n in steps))
     if check:
         cmd += f" --seeds {seeds} --check" + (f" --tolerance {tolerance:g}" if tolerance != 2.0 else "") + (" --strict" if strict else "")
     result = run_compare(
         bb, s, list(steps), policies_dir=policies, records_path=records, leaderboard_dir=leaderboards, seeds=seeds,
         check=check, tolerance=tolerance, strict=strict, reports=list(report), extra_schedules=list(schedule), distilled=others, plots=plots, progress=progress, command=cmd,
-        log=lambda msg: console.print(msg, style="dim"),
+        log=lambda msg: console.print(msg, style="dim"), batch_size=batch_size,
     )
     for t in result.tables:
         table = RichTable(title=f"{suite} · {t.backbone} · {t.steps} steps")
