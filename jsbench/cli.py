@@ -108,7 +108,7 @@ def eval_(
     backbone: str = typer.Option("analytic", help="Backbone name."),
     model: Optional[str] = typer.Option(None, help="Hub id or local folder of the backbone's weights."),
     steps: int = typer.Option(5, help="Step budget."),
-    schedule: str = typer.Option("default", help="default | ceiling | uniform | shift:S | policy:PATH"),
+    schedule: str = typer.Option("default", help="default | ceiling | uniform | shift:S | policy:PATH | karras[:RHO] | exponential | beta[:A,B] | ays | oss[:M] | searched | file:PATH (oss and searched are computed once on the training prompts and cached under schedules/)."),
     seeds: int = typer.Option(16, help="Images (seeds) per prompt."),
     split: str = typer.Option("test", help="Prompt split: test (held out), train or all."),
     metadata: Optional[Path] = typer.Option(None, help="GenEval evaluation_metadata.jsonl to evaluate instead of the suite's test prompts (--suite geneval; on analytic, prompts the world draws)."),
@@ -143,7 +143,7 @@ def eval_(
     bb = _backbone(backbone, model, device, dtype, offload, decode_chunk)
     s = load_suite(suite, bb, **({"metadata": str(metadata)} if metadata is not None else {}))
     items = items_for_prompts(s, prompt_list, prompts_file) if prompt_list is not None else None
-    source = resolve_schedule(schedule, bb, steps)
+    source = resolve_schedule(schedule, bb, steps, suite=s, log=lambda m: err.print(m, highlight=False, soft_wrap=True))
     run = evaluate_sharded(bb, s, source, ctx, seeds_per_prompt=seeds, split=split, progress=progress, out=out, items=items, batch_size=batch_size)
     if not ctx.is_main:
         return  # rank 0 writes the records once
@@ -292,7 +292,7 @@ def schedules_plot(
 
     bb = _backbone(backbone, model, device)
     s = load_suite(suite, bb)
-    sources = [resolve_schedule(spec, bb, steps) for spec in schedule]
+    sources = [resolve_schedule(spec, bb, steps, suite=s) for spec in schedule]
     prompts = list({it.task: it.prompt for it in s.items("test")}.values())[:6]
     for path in (
         plot_schedules(bb, sources, prompts, list(range(seeds)), out / "schedules.png"),

@@ -6,6 +6,9 @@ Schedule sources (`--schedule`):
   uniform          uniform flow-time steps;  shift:S  the SD3/Flux shift S applied to them
   ceiling          the default schedule at `CEILING_STEPS` steps, or the backbone's `ceiling_steps`
                    (the many-step teacher analogue)
+  karras[:RHO], exponential, beta[:A,B], ays, oss[:M], searched, file:PATH
+                   the schedule zoo (jsbench/zoo.py): diffusers' sigma families, Align Your Steps,
+                   Optimal Stepsize Sampling, the searched global schedule, a user's schedule file
 Per-image scores of an interrupted run are kept in a side file and skipped on rerun, so an evaluation
 killed part-way loses nothing.
 """
@@ -53,7 +56,9 @@ def method_label(manifest: dict) -> str:
     return label + " (prompt-only)" if manifest.get("kind") == "prompt" else label
 
 
-def resolve_schedule(spec: str, backbone, steps: int) -> ScheduleSource:
+def resolve_schedule(spec: str, backbone, steps: int, suite=None, log=None) -> ScheduleSource:
+    """A `--schedule` spec as a source of [B, N+1] sigmas. `suite` is needed by the zoo sources computed
+    on a suite's training prompts (`oss`, `searched`); `log` reports when such a cache is (re)computed."""
     kind, _, arg = spec.partition(":")
     if kind == "default":
         return ScheduleSource(spec, "default", steps, lambda x, c: backbone.default_sigmas(steps, x))
@@ -82,7 +87,15 @@ def resolve_schedule(spec: str, backbone, steps: int) -> ScheduleSource:
             return policy.mean_sigmas(x, c.pooled)
 
         return ScheduleSource(spec, method_label(manifest), steps, make, manifest.get("checksum"), manifest)
-    raise EvalError(f"unknown schedule {spec!r}: use default, ceiling, uniform, shift:S or policy:PATH")
+    from jsbench.zoo import ZOO_KINDS, zoo_source_row
+
+    if kind in ZOO_KINDS:
+        label, make, checksum = zoo_source_row(spec, backbone, steps, suite=suite, log=log)
+        return ScheduleSource(spec, label, steps, make, checksum)
+    raise EvalError(
+        f"unknown schedule {spec!r}: use default, ceiling, uniform, shift:S, policy:PATH, karras[:RHO], exponential, "
+        "beta[:A,B], ays, oss[:M], searched or file:PATH"
+    )
 
 
 @dataclass

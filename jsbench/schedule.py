@@ -8,6 +8,8 @@ nowhere else.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from jsbench import JsbenchError
@@ -217,3 +219,94 @@ def ve_sigmas_from_timesteps(timesteps: torch.Tensor, table: torch.Tensor) -> to
     exact = w == 0
     out = torch.where(exact, table.to(torch.float64).to(tau.device)[low], out)
     return out.to(torch.float32)
+
+
+# ======================================================================================================
+# Schedule families (issue 17): diffusers' sigma formulas, and the candidate set of the searched schedule.
+# Each formula returns the N *non-terminal* noise levels from sigma_max down to sigma_min in the backbone's
+# native sigma (flow time for flow models, VE sigma for SD-XL), exactly as diffusers'
+# `_convert_to_karras` / `_convert_to_exponential` / `_convert_to_beta` do; `jsbench.zoo` appends the
+# final 0 and maps the row onto the policy's clock.
+# ======================================================================================================
+
+__all__ += ["karras_levels", "exponential_levels", "beta_levels", "loglinear_interp", "candidate_schedules"]
+
+
+def _check_levels_args(sigma_max: float, sigma_min: float, steps: int) -> None:
+    _check_steps(steps)
+    if not (0.0 < sigma_min <= sigma_max) or not all(map(_finite, (sigma_min, sigma_max))):
+        raise ScheduleError(f"need 0 < sigma_min <= sigma_max, got sigma_min={sigma_min}, sigma_max={sigma_max}")
+    if steps > 1 and sigma_min == sigma_max:
+        raise ScheduleError(f"sigma_min = sigma_max = {sigma_max} leaves no room for {steps} distinct levels")
+
+
+def _finite(v: float) -> bool:
+    return v == v and abs(v) != float("inf")
+
+
+def karras_levels(sigma_max: float, sigma_min: float, steps: int, rho: float = 7.0) -> torch.Tensor:
+    """Karras et al. (EDM): (max^(1/rho) + r (min^(1/rho) - max^(1/rho)))^rho, r = linspace(0, 1, N); float64 [N].
+
+    diffusers' `_convert_to_karras` with its fixed rho = 7; strictly decreasing for any rho > 0."""
+    if not (rho > 0 and _finite(rho)):
+        raise ScheduleError(f"karras rho must be a positive number, got {rho}")
+    _check_levels_args(sigma_max, sigma_min, steps)
+    ramp = torch.linspace(0, 1, steps, dtype=torch.float64)
+    lo, hi = sigma_min ** (1 / rho), sigma_max ** (1 / rho)
+    return (hi + ramp * (lo - hi)) ** rho
+
+
+def exponential_levels(sigma_max: float, sigma_min: float, steps: int) -> torch.Tensor:
+    """exp(linspace(log max, log min, N)), diffusers' `_convert_to_exponential`; float64 [N]."""
+    _check_levels_args(sigma_max, sigma_min, steps)
+    return torch.exp(torch.linspace(math.log(sigma_max), math.log(sigma_min), steps, dtype=torch.float64))
+
+
+def beta_levels(sigma_max: float, sigma_min: float, steps: int, a: float = 0.6, b: float = 0.6) -> torch.Tensor:
+    """min + ppf_Beta(a, b)(1 - linspace(0, 1, N)) (max - min), diffusers' `_convert_to_beta` (Lee et al.,
+    "Beta sampling is all you need"; diffusers fixes a = b = 0.6); float64 [N]."""
+    import numpy as np
+    import scipy.stats
+
+    if not (a > 0 and b > 0 and _finite(a) and _finite(b)):
+        raise ScheduleError(f"beta parameters must be positive numbers, got a={a}, b={b}")
+    _check_levels_args(sigma_max, sigma_min, steps)
+    ppf = scipy.stats.beta.ppf(1 - np.linspace(0, 1, steps), a, b)
+    return torch.as_tensor(sigma_min + ppf * (sigma_max - sigma_min), dtype=torch.float64)
+
+
+def loglinear_interp(levels: torch.Tensor | list, count: int) -> torch.Tensor:
+    """Align Your Steps' interpolation of a decreasing positive schedule to `count` points: linear in
+    log sigma over a normalised index (the AYS authors' `loglinear_interp`); float64 [count]."""
+    import numpy as np
+
+    ys = torch.as_tensor(levels, dtype=torch.float64)
+    if ys.dim() != 1 or ys.numel() < 2 or (ys <= 0).any() or (ys[1:] >= ys[:-1]).any():
+        raise ScheduleError("log-linear interpolation needs at least two strictly decreasing positive levels")
+    if count < 2:
+        raise ScheduleError(f"log-linear interpolation needs at least 2 points, got {count}")
+    xs = np.linspace(0, 1, ys.numel())
+    new = np.interp(np.linspace(0, 1, count), xs, np.log(ys.flip(0).numpy()))
+    return torch.as_tensor(np.exp(new), dtype=torch.float64).flip(0)
+
+
+def candidate_schedules(steps: int, random_count: int = 120, seed: int = 0, grid_points: int = 20, shifts: int = 24) -> torch.Tensor:
+    """[C, N+1] float32 candidates of the searched global schedule: uniform, shifted grids, every pair of
+    interior points on a grid for N = 3 (every point for N = 2), and seeded Dirichlet draws around uniform
+    for larger N. The defaults give 215 candidates at N = 3; a neural backbone affords fewer."""
+    import itertools
+
+    _check_steps(steps)
+    rows = [uniform_sigmas(steps)[0].to(torch.float64)]
+    rows += [shifted_sigmas(steps, float(s), dtype=torch.float64)[0] for s in torch.logspace(-1.3, 1.0, shifts, dtype=torch.float64)]
+    grid = torch.linspace(0.04, 0.96, grid_points).tolist()
+    if steps == 2:
+        rows += [torch.tensor([1.0, t, 0.0], dtype=torch.float64) for t in grid]
+    elif steps == 3:
+        rows += [torch.tensor([1.0, a, b, 0.0], dtype=torch.float64) for a, b in itertools.combinations(sorted(grid, reverse=True), 2)]
+    elif steps > 3 and random_count:
+        gen = torch.Generator().manual_seed(seed)
+        gammas = -torch.log(torch.rand(random_count, steps, 3, generator=gen)).sum(-1)  # Gamma(3) draws
+        simplex = gammas / gammas.sum(-1, keepdim=True)
+        rows += list(sigmas_from_increments(0.01 / steps + (1 - 0.01) * simplex))
+    return torch.stack([r.to(torch.float32) for r in rows])

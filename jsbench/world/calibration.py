@@ -7,34 +7,14 @@ seeds and *reported* on fresh seeds, so the table measures headroom, not best-of
 
 from __future__ import annotations
 
-import itertools
 import math
 from dataclasses import dataclass
 
 import torch
 
 from jsbench.rewards.geneval import evaluate_detections
-from jsbench.schedule import shifted_sigmas, sigmas_from_increments, uniform_sigmas
+from jsbench.schedule import candidate_schedules, shifted_sigmas, uniform_sigmas  # noqa: F401 (candidate_schedules re-exported)
 from jsbench.world.detect import detect
-
-
-def candidate_schedules(steps: int, random_count: int = 120, seed: int = 0, grid_points: int = 20, shifts: int = 24) -> torch.Tensor:
-    """[C, N+1]: uniform, shifted grids, every pair of interior points on a grid for N = 3 (every
-    point for N = 2), and seeded Dirichlet draws around uniform for larger N. The defaults give 215
-    candidates at N = 3; a neural backbone affords fewer (`grid_points`, `shifts`, `random_count`)."""
-    rows = [uniform_sigmas(steps)[0]]
-    rows += [shifted_sigmas(steps, float(s))[0] for s in torch.logspace(-1.3, 1.0, shifts, dtype=torch.float64)]
-    grid = torch.linspace(0.04, 0.96, grid_points).tolist()
-    if steps == 2:
-        rows += [torch.tensor([1.0, t, 0.0]) for t in grid]
-    elif steps == 3:
-        rows += [torch.tensor([1.0, a, b, 0.0]) for a, b in itertools.combinations(sorted(grid, reverse=True), 2)]
-    elif random_count:
-        gen = torch.Generator().manual_seed(seed)
-        gammas = -torch.log(torch.rand(random_count, steps, 3, generator=gen)).sum(-1)  # Gamma(3) draws
-        simplex = gammas / gammas.sum(-1, keepdim=True)
-        rows += list(sigmas_from_increments(0.01 / steps + (1 - 0.01) * simplex))
-    return torch.stack([r.to(torch.float32) for r in rows])
 
 
 def score_grid(backbone, metas: list[dict], seeds: list[int], schedules: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
