@@ -169,6 +169,7 @@ def compare(
     records: Path = typer.Option(Path("results/records.jsonl"), help="Records file to append to."),
     leaderboards: Path = typer.Option(Path("leaderboards"), help="Where <suite>.md and <suite>.csv are written."),
     schedule: List[str] = typer.Option([], help="Extra schedule rows, e.g. --schedule shift:3 --schedule uniform."),
+    zoo: str = typer.Option("karras,ays,oss,searched", help="Schedule-zoo rows beside default, comma-separated: karras[:RHO], exponential, beta[:A,B], ays, oss[:M], searched (or none). ays appears where the model family has one (SD-XL), oss where the backbone exposes its velocity; oss and searched are computed once on the suite's training prompts and cached under schedules/."),
     distilled: List[str] = typer.Option([], help="Distilled sampler rows at their own default budget: NAME or NAME=MODEL, e.g. --distilled flux-schnell."),
     check: bool = typer.Option(False, help="Do not write the leaderboard; check every committed row and task against this run (exit 1 if one regressed)."),
     report: List[Path] = typer.Option([], help="With --check: write the report to PATH, format from the suffix: .md (CI job summary), .json, .xml (JUnit); repeat for several."),
@@ -198,12 +199,17 @@ def compare(
     s = load_suite(suite, bb)
     others = [_backbone(name, other_model or None, device, dtype, offload, decode_chunk) for name, _, other_model in (d.partition("=") for d in distilled)]
     cmd = "jsbench compare --suite {} --backbone {} {}".format(suite, backbone, " ".join(f"--steps {n}" for n in steps))
+    from jsbench.zoo import DEFAULT_ZOO, parse_zoo
+
+    zoo_specs = parse_zoo(zoo)
+    if zoo_specs != list(DEFAULT_ZOO):
+        cmd += f" --zoo {','.join(zoo_specs) or 'none'}"
     if check:
         cmd += f" --seeds {seeds} --check" + (f" --tolerance {tolerance:g}" if tolerance != 2.0 else "") + (" --strict" if strict else "")
     result = run_compare(
         bb, s, list(steps), policies_dir=policies, records_path=records, leaderboard_dir=leaderboards, seeds=seeds,
         check=check, tolerance=tolerance, strict=strict, reports=list(report), extra_schedules=list(schedule), distilled=others, plots=plots, progress=progress, command=cmd,
-        log=lambda msg: console.print(msg, style="dim"), batch_size=batch_size,
+        log=lambda msg: console.print(msg, style="dim"), batch_size=batch_size, zoo=zoo_specs,
     )
     for t in result.tables:
         table = RichTable(title=f"{suite} · {t.backbone} · {t.steps} steps")

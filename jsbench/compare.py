@@ -51,6 +51,7 @@ def run_compare(
     command: str = "jsbench compare",
     log=print,
     batch_size: int | None = None,
+    zoo: list[str] = (),
 ) -> CompareResult:
     if reports and not check:
         raise JsbenchError("--report and --strict go with --check: the report is that of the regression check")
@@ -64,13 +65,16 @@ def run_compare(
     ceiling_done = False
     plotted: dict[int, list] = {}
     for steps in steps_list:
-        specs = ["default", *extra_schedules] + [f"policy:{p}" for p in shipped_policies(policies_dir, backbone.name, steps)]
+        # the zoo's rows (karras, ays, oss, searched, ...) that exist for this backbone, beside default
+        from jsbench.zoo import zoo_rows
+
+        specs = ["default", *zoo_rows(list(zoo), backbone, steps, log), *extra_schedules] + [f"policy:{p}" for p in shipped_policies(policies_dir, backbone.name, steps)]
         if not ceiling_done:
             specs.append("ceiling")
             ceiling_done = True
         reference = None
         for spec in specs:
-            source = resolve_schedule(spec, backbone, steps)
+            source = resolve_schedule(spec, backbone, steps, suite=suite, log=log)
             plotted.setdefault(steps, []).append(source)
             run = evaluate(backbone, suite, source, seeds_per_prompt=seeds, progress=progress, out=records_path, batch_size=batch_size)
             runs[row_key(backbone.name, backbone.model_id, source.steps, source.label)] = run

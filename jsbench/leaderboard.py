@@ -17,6 +17,7 @@ from pathlib import Path
 from jsbench.results import PROVENANCE_FIELDS, Record, latest
 
 METHOD_ORDER = ["default", "uniform", "global", "js", "js (prompt-only)", "rloo", "xctx", "none"]
+ZOO_ORDER = {k: i for i, k in enumerate(["karras", "exponential", "beta", "ays", "oss", "searched", "file"])}
 
 
 def _method_rank(method: str) -> tuple:
@@ -24,6 +25,9 @@ def _method_rank(method: str) -> tuple:
         return (0, METHOD_ORDER.index(method), method)
     if method.startswith("shift"):
         return (0, 1.5, method)
+    zoo = ZOO_ORDER.get(method.split(" ")[0].split(":")[0])
+    if zoo is not None:  # the schedule zoo (jsbench/zoo.py): after the hand-made rows, before the learned ones
+        return (0, 1.6 + 0.05 * zoo, method)
     if method.startswith("ceiling"):
         return (2, 0, method)
     return (1, 0, method)  # distilled samplers and anything else, between learned rows and the ceiling

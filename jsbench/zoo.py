@@ -68,6 +68,8 @@ __all__ = [
     "searched_sigmas",
     "zoo_source_row",
     "schedules_dir",
+    "parse_zoo",
+    "zoo_rows",
 ]
 
 ZOO_KINDS = ("karras", "exponential", "beta", "ays", "oss", "searched", "file")
@@ -752,3 +754,38 @@ def zoo_source_row(spec: str, backbone, steps: int, suite=None, log=None):
         return row.to(x.device, torch.float32).expand(x.shape[0], -1).clone()
 
     return label, make, checksum
+
+
+def parse_zoo(text: str) -> list[str]:
+    """`--zoo karras,beta:0.5,0.7,oss` -> ['karras', 'beta:0.5,0.7', 'oss'] ('none' or '' -> [])."""
+    out: list[str] = []
+    for token in (t.strip() for t in (text or "").split(",")):
+        if not token or token == "none":
+            continue
+        if out and re.fullmatch(r"[0-9.eE+-]+", token) and out[-1].startswith("beta:"):
+            out[-1] += "," + token  # beta:A,B keeps its second number
+            continue
+        kind = token.partition(":")[0]
+        if kind not in ZOO_KINDS:
+            raise ZooError(f"--zoo: {token!r} is not a zoo schedule; use a comma-separated list of {', '.join(ZOO_KINDS[:-1])}, or none")
+        out.append(token)
+    return out
+
+
+def zoo_rows(specs: list[str], backbone, steps: int, log=None) -> list[str]:
+    """The zoo specs that exist for this backbone at N steps: ays only where the family has one (and the
+    budget fits its clock), oss only where the backbone has a flow velocity; each skip is logged."""
+    keep = []
+    for spec in specs:
+        kind = spec.partition(":")[0]
+        try:
+            if kind == "ays":
+                ays_sigmas(backbone, steps)
+            elif kind == "oss":
+                _velocity_fn(backbone)
+        except ZooError as exc:
+            if log:
+                log(f"  skipping {spec}: {exc}")
+            continue
+        keep.append(spec)
+    return keep

@@ -432,3 +432,33 @@ def test_oss_on_scenes_dit_is_valid_and_beats_evenly_spaced(monkeypatch):
     even = teacher[torch.tensor([0, 3, 7, 10])]
     assert cost <= _endpoint_mse(bb, cond, x_T, even, teacher) * (1 + 1e-4)
     assert cost == pytest.approx(_endpoint_mse(bb, cond, x_T, row, teacher), rel=1e-3)
+
+
+# ---- compare: zoo rows beside default ------------------------------------------------------------------
+
+
+def test_parse_zoo_keeps_beta_parameters_and_refuses_unknown_rows():
+    from jsbench.zoo import parse_zoo
+
+    assert parse_zoo("karras,beta:0.5,0.7,oss:50") == ["karras", "beta:0.5,0.7", "oss:50"]
+    assert parse_zoo("none") == [] and parse_zoo("") == []
+    with pytest.raises(ZooError, match="'magic' is not a zoo schedule"):
+        parse_zoo("karras,magic")
+
+
+def test_compare_puts_zoo_rows_beside_default_with_paired_deltas(analytic, tmp_path):
+    from jsbench.compare import run_compare
+    from jsbench.suites import load_suite
+
+    logs = []
+    result = run_compare(
+        analytic, load_suite("geneval", analytic), [3], policies_dir=tmp_path / "none", records_path=tmp_path / "r.jsonl",
+        leaderboard_dir=tmp_path / "lb", seeds=1, plots=False, progress=False, log=logs.append, zoo=["karras", "ays", "oss:16"],
+    )
+    rows = {r["method"]: r for t in result.tables for r in t.rows}
+    assert {"default", "karras", "oss"} <= set(rows) and "ays" not in rows
+    assert any("skipping ays" in m for m in logs)
+    for method in ("karras", "oss"):
+        assert rows[method]["delta"] is not None  # paired with default on the same prompts and seeds
+    methods = [r["method"] for r in result.tables[0].rows]
+    assert methods.index("default") < methods.index("karras") < methods.index("oss")
