@@ -233,3 +233,18 @@ def test_ocr_reward_is_registered_and_scores_reads(rapid):
     assert values.tolist() == pytest.approx([1.0, 0.8, 0.75])
     with pytest.raises(JsbenchError, match="quoted text"):
         reward(images[:1], ["a photo of a red circle"])
+
+
+def test_bench_ocr_engines_script(tmp_path, capsys, rapid):
+    import importlib.util
+    import json
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "bench_ocr_engines.py"
+    spec = importlib.util.spec_from_file_location("bench_ocr_engines", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "engines.json"
+    result = module.main(["--engines", "rapidocr", "nope", "--images", "2", "--size", "256", "--out", str(out)])
+    assert result["engines"]["rapidocr"]["exact"] == 2 and result["engines"]["rapidocr"]["s_per_image"] > 0
+    assert "unknown OCR engine 'nope'" in result["engines"]["nope"]["unavailable"]
+    assert json.loads(out.read_text()) == result == json.loads(capsys.readouterr().out)
