@@ -97,6 +97,25 @@ def test_split_is_stratified_and_disjoint():
     assert {p["tag"] for p in test} == {p["tag"] for p in prompts}
 
 
+def test_split_holds_out_at_least_eight_prompts_per_task_and_no_rule_on_both_sides():
+    from collections import Counter
+
+    from jsbench.world.scenes import MIN_HELD_OUT, prompt_rule
+
+    prompts = make_prompts()
+    train, test = split_prompts(prompts, "train"), split_prompts(prompts, "test")
+    n_test, n_train = Counter(p["tag"] for p in test), Counter(p["tag"] for p in train)
+    for tag in {p["tag"] for p in prompts}:
+        assert n_test[tag] >= MIN_HELD_OUT and n_train[tag] >= 1, (tag, n_test[tag], n_train[tag])
+    # all wordings of a rule sit on one side: nothing held out is ever trained on under another wording
+    assert not {prompt_rule(p) for p in train} & {prompt_rule(p) for p in test}
+    assert len({p["prompt"] for p in prompts}) == len(prompts)
+    # deterministic, and independent of the order the prompts come in
+    assert [p["prompt"] for p in split_prompts(prompts[::-1], "test")] == [p["prompt"] for p in test][::-1]
+    # the large tasks keep their every-4th split
+    assert (n_test["colors"], n_test["position"], n_test["color_attr"]) == (10, 12, 25)
+
+
 def _score(backbone, metas, sigmas_fn, seeds):
     prompts = [m["prompt"] for m in metas for _ in seeds]
     rows = [m for m in metas for _ in seeds]

@@ -95,16 +95,21 @@ def _article(word: str) -> str:
 def make_prompts() -> list[dict]:
     """Every scene prompt of the world, as GenEval metadata entries (tag, prompt, include, exclude)."""
     prompts: list[dict] = []
+    # four shapes give single_object four rules and two_object six: each rule is written several ways
+    # (GenEval's own phrasing first; only words the world already uses), so that the held-out split can
+    # have >= 8 prompts of every task without one rule on both sides of it (see `split_prompts`)
     for s in SHAPES:
-        prompts.append({"tag": "single_object", "prompt": f"a photo of {_article(s)} {s}", "include": [{"class": s, "count": 1}]})
+        for template in SINGLE_OBJECT_TEMPLATES:
+            prompts.append({"tag": "single_object", "prompt": template.format(obj=f"{_article(s)} {s}"), "include": [{"class": s, "count": 1}]})
     for a, b in itertools.combinations(SHAPES, 2):
-        prompts.append(
-            {
-                "tag": "two_object",
-                "prompt": f"a photo of {_article(a)} {a} and {_article(b)} {b}",
-                "include": [{"class": a, "count": 1}, {"class": b, "count": 1}],
-            }
-        )
+        for first, second in ((a, b), (b, a)):
+            prompts.append(
+                {
+                    "tag": "two_object",
+                    "prompt": f"a photo of {_article(first)} {first} and {_article(second)} {second}",
+                    "include": [{"class": a, "count": 1}, {"class": b, "count": 1}],
+                }
+            )
     for s in SHAPES:
         for n, word in NUMBER_WORDS.items():
             prompts.append(
@@ -149,20 +154,46 @@ def make_prompts() -> list[dict]:
     return prompts
 
 
+SINGLE_OBJECT_TEMPLATES = ("a photo of {obj}", "{obj}", "photo of {obj}")
+MIN_HELD_OUT = 8  # held-out prompts per task, at least
+
+
+def prompt_rule(meta: dict) -> str:
+    """What a prompt asks for (its include/exclude rules), whatever its wording: two prompts with the same
+    rule are the same task item, so a split keeps them on the same side."""
+    import json
+
+    return json.dumps([meta["tag"], meta["include"], meta.get("exclude", [])], sort_keys=True)
+
+
 def split_prompts(prompts: list[dict], split: str) -> list[dict]:
-    """A fixed stratified split: every 4th prompt of each task (in a seeded order) is held out."""
+    """A fixed split by rule, per task: the rules of each task in a seeded (hash) order, every 4th held
+    out (index 1, 5, 9, ...), then, while the task has fewer than MIN_HELD_OUT held-out prompts, the next
+    rules in that order, as long as one rule stays for training. All wordings of a rule go together, so
+    no held-out rule is ever trained on. With the world's prompts: single_object 9 held out of 12 (3
+    rules of 4), two_object 8 of 12, counting 8 of 12, colors 10 of 40, position 12 of 48, color_attr
+    25 of 100."""
     if split == "all":
         return list(prompts)
     if split not in ("train", "test"):
         raise ValueError(f"unknown split {split!r} (train, test or all)")
-    out = []
+    held: set[str] = set()
     for tag in dict.fromkeys(p["tag"] for p in prompts):
-        group = sorted((p for p in prompts if p["tag"] == tag), key=lambda p: _stable_hash(p["prompt"]))
-        for i, p in enumerate(group):
-            held_out = i % 4 == 1
-            if held_out == (split == "test"):
-                out.append(p)
-    return out
+        groups: dict[str, list[dict]] = {}
+        for p in prompts:
+            if p["tag"] == tag:
+                groups.setdefault(prompt_rule(p), []).append(p)
+        order = sorted(groups, key=lambda rule: min(_stable_hash(p["prompt"]) for p in groups[rule]))
+        chosen = [i for i in range(len(order)) if i % 4 == 1]
+        count = sum(len(groups[order[i]]) for i in chosen)
+        for i in range(len(order)):
+            if count >= MIN_HELD_OUT or len(chosen) >= len(order) - 1:
+                break
+            if i not in chosen:
+                chosen.append(i)
+                count += len(groups[order[i]])
+        held |= {order[i] for i in chosen}
+    return [p for p in prompts if (prompt_rule(p) in held) == (split == "test")]
 
 
 def _stable_hash(text: str) -> int:
