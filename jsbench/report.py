@@ -453,7 +453,7 @@ def render_markdown(report: CheckReport) -> str:
         out += ["Fresh rows with no committed counterpart (not checked): " + ", ".join(report.new_rows) + ".", ""]
     if report.not_checked:
         out += ["Committed rows outside this run (other backbones or budgets, not checked): "
-                + ", ".join(f"{k} ({v} rows)" for k, v in report.not_checked.items()) + ".", ""]
+                + ", ".join(f"{k} ({v} row{'' if v == 1 else 's'})" for k, v in report.not_checked.items()) + ".", ""]
     out += [report.tolerance_text, "", f"<details><summary>All {len(report.rows)} rows and tasks</summary>", "", *_md_table(report.rows), "", "</details>", ""]
     return "\n".join(out)
 
