@@ -260,13 +260,18 @@ def arrangements(meta: dict, limit: int = MAX_COMPONENTS) -> list[list[tuple[int
     rng = np.random.default_rng(_stable_hash(meta["prompt"]) % 2**32)
     total = len(slot_orders) * int(np.prod([len(o) for o in per_object]))
     found: dict[tuple, list] = {}
+    valid: dict[tuple, bool] = {}  # _valid depends on the cells alone: the objects and radii are the prompt's
 
     def consider(slots, choice):
+        cells = tuple(cell for _, cell in choice)
+        if cells not in valid:  # checked once per placement, not once per slot order and colour choice
+            valid[cells] = _valid(meta, objects, list(cells), radii)
+        if not valid[cells]:
+            return
         # identical objects are interchangeable: an arrangement is the set of what sits in which slot
         items = tuple(sorted((slot, cls, color, cell) for slot, (cls, _), (color, cell) in zip(slots, objects, choice)))
-        if items in found or not _valid(meta, objects, [cell for _, cell in choice], radii):
-            return
-        found[items] = [(slot, cls, color, cell[0], cell[1]) for slot, cls, color, cell in items]
+        if items not in found:
+            found[items] = [(slot, cls, color, cell[0], cell[1]) for slot, cls, color, cell in items]
 
     if total <= 20000:
         for slots in slot_orders:
