@@ -267,14 +267,15 @@ def prompts(
 
 
 def _listing_backbone(name: str):
-    """What a suite needs to list its prompts: the backbone's name and whether it draws the embedded world,
-    read from its class without building it (no weights); a backbone whose class is unknown is loaded."""
+    """What a suite needs to list a real backbone's prompts: its name, read from its class without building
+    it (no weights). A backbone that draws an embedded world (its prompts may be its own) or whose class
+    is unknown is loaded: the embedded worlds are small."""
     from types import SimpleNamespace
 
     from jsbench.backbones import backbone_class
 
     cls = backbone_class(name)
-    if cls is None:
+    if cls is None or getattr(cls, "draws_embedded_world", False):
         return _backbone(name, None, None)
     return SimpleNamespace(name=name, model_id=getattr(cls, "default_model_id", name), device=None,
                            draws_embedded_world=bool(getattr(cls, "draws_embedded_world", False)))
