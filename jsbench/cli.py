@@ -16,6 +16,24 @@ from rich.table import Table as RichTable
 
 from jsbench import JsbenchError
 
+def _no_bool_tag() -> None:
+    """typer's rich help tags every option with its type, flags (`--resume/--no-resume`, `--help`) as `<bool>`,
+    though a flag takes no value; show flags bare, as its plain-text help does."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "_jsbench", False):
+        return
+
+    def display_type_rich(self, ctx):
+        return None if self.is_flag and not self.count else shown(self, ctx)
+
+    display_type_rich._jsbench = True
+    TyperOption.display_type_rich = display_type_rich
+
+
+_no_bool_tag()
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
@@ -24,12 +42,44 @@ app = typer.Typer(
     "Start with `jsbench compare`: it evaluates the default schedule, the shipped learned policies and the "
     "many-step ceiling on the embedded `analytic` world and writes leaderboards/geneval.md.",
 )
+def _version(value: bool) -> None:
+    if value:
+        from jsbench import __version__
+
+        typer.echo(f"jsbench {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit.")) -> None:
+    pass
+
+
 policies_app = typer.Typer(no_args_is_help=True, help="List and inspect trained schedule policies.")
 app.add_typer(policies_app, name="policies")
 schedules_app = typer.Typer(no_args_is_help=True, help="Look at schedules: plot default vs learned schedules.")
 app.add_typer(schedules_app, name="schedules")
 console = Console()
 err = Console(stderr=True)
+
+
+class OutputFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+
+
+_DEVICE_HELP = "torch device, e.g. cpu, cuda, cuda:1 (default: cpu for analytic, cuda if available otherwise)."
+_FORMAT_HELP = "table: for reading, fits 80 columns; csv or json: every value exact, for piping."
+_PROGRESS_HELP = "Show a progress bar (on stderr) and the model-loading messages; --no-progress silences both."
+_ROOT_HELP = "the nearest folder at or above the current one holding policies/ or leaderboards/, else the checkout jsbench is installed from"
+
+
+def _table(title: Optional[str] = None, caption: Optional[str] = None) -> RichTable:
+    """A plain table: no side borders, so narrow terminals keep their columns for the values."""
+    from rich import box
+
+    return RichTable(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left", caption_justify="left")
 
 
 class PolicyKind(str, Enum):
@@ -70,6 +120,7 @@ def train(
     seed: int = typer.Option(0, help="Seed of everything random in the run."),
     checkpoint_every: int = typer.Option(25, help="Updates between atomic checkpoints."),
     resume: bool = typer.Option(False, help="Continue from OUT/checkpoint.pt; ends exactly where the uninterrupted run would."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the policy, checkpoint and log already in OUT (refused otherwise)."),
     device: Optional[str] = typer.Option(None, help="torch device (default: cpu for analytic, cuda if available otherwise)."),
     dtype: Optional[str] = typer.Option(None, help=_DTYPE_HELP),
     offload: bool = typer.Option(False, "--offload", help=_OFFLOAD_HELP),
@@ -78,7 +129,10 @@ def train(
     progress: bool = typer.Option(True, help="Show a progress bar."),
     processes: int = typer.Option(1, "--processes", min=1, help="Split each update's contexts over N local processes (runs torchrun; needs accelerate). For GPUs and nodes use `accelerate launch -m jsbench train ...`."),
 ):
-    """Train a schedule policy with REINFORCE and a leave-one-out baseline; writes OUT/policy.safetensors + manifest.json."""
+    """Train a schedule policy with REINFORCE and a reward baseline (default js, James–Stein); writes OUT/policy.safetensors + manifest.json.
+
+    OUT is locked while the run writes it (a second run on the same OUT refuses), and a folder that already
+    holds a policy or a run is refused unless --resume or --overwrite says what to do with it."""
     if processes > 1:
         from jsbench.distributed import launch_processes
 
@@ -91,13 +145,27 @@ def train(
         checkpoint_every=checkpoint_every, device=device, dtype=dtype, offload=offload, batch_size=batch_size,
         decode_chunk=decode_chunk,
     )
-    trainer = Trainer(config, out)
-    if resume:
-        trainer.resume()
-    elif trainer.checkpoint_path.exists():
-        raise JsbenchError(f"{out} already holds a run; pass --resume to continue it or choose another --out")
-    trainer.train(progress=progress)
-    path = trainer.save_policy()
+    import contextlib
+
+    from jsbench.distributed import get_context
+    from jsbench.workspace import clear_run, output_lock, refuse_existing_policy
+
+    def refuse_to_replace():
+        if not resume:
+            refuse_existing_policy(out, overwrite)
+            if (out / "checkpoint.pt").exists() and not overwrite:
+                raise JsbenchError(f"{out} already holds a run; pass --resume to continue it, --overwrite to replace it, or choose another --out")
+
+    refuse_to_replace()  # before the lock: a refused folder is left exactly as it was
+    with output_lock(out, "jsbench train") if get_context().is_main else contextlib.nullcontext():  # rank 0 writes OUT
+        refuse_to_replace()  # again, now that no other run can write OUT
+        trainer = Trainer(config, out)
+        if resume:
+            trainer.resume()
+        elif overwrite and trainer.dist.is_main:
+            clear_run(out)
+        trainer.train(progress=progress)
+        path = trainer.save_policy()
     if trainer.dist.is_main:
         console.print(f"policy written to [bold]{path}[/]")
 
@@ -115,11 +183,11 @@ def eval_(
     prompts_file: Optional[Path] = typer.Option(None, "--prompts-file", help="UTF-8 text file, one prompt of the suite a line: evaluate these instead of --split."),
     out: Path = typer.Option(Path("results/records.jsonl"), help="Records file (JSONL, appended atomically)."),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Images sampled per batch (default: the backbone's eval batch, 512 for analytic); finished batches survive a kill."),
-    device: Optional[str] = typer.Option(None),
+    device: Optional[str] = typer.Option(None, help=_DEVICE_HELP),
     dtype: Optional[str] = typer.Option(None, help=_DTYPE_HELP),
     offload: bool = typer.Option(False, "--offload", help=_OFFLOAD_HELP),
     decode_chunk: Optional[int] = typer.Option(None, "--decode-chunk", min=1, help=_DECODE_HELP),
-    progress: bool = typer.Option(True),
+    progress: bool = typer.Option(True, help=_PROGRESS_HELP),
     processes: int = typer.Option(1, "--processes", min=1, help="Shard the prompts over N local processes (runs torchrun; needs accelerate); records are gathered and written once."),
 ):
     """Evaluate one schedule on a suite and append its records."""
@@ -160,14 +228,16 @@ def eval_(
 
 @app.command()
 def compare(
+    ctx: typer.Context,
     suite: str = typer.Option("geneval", help="Suite to compare on."),
     backbone: str = typer.Option("analytic", help="Backbone name."),
     model: Optional[str] = typer.Option(None, help="Hub id or local folder of the backbone's weights."),
     steps: List[int] = typer.Option([3, 5], help="Step budgets (repeat the option for several)."),
     seeds: int = typer.Option(16, help="Images (seeds) per prompt."),
-    policies: Path = typer.Option(Path("policies"), help="Folder of shipped policies (policies/<backbone>/<name>/)."),
+    policies: Optional[Path] = typer.Option(None, help="Folder of policies, <backbone>/<name>/ inside (default: policies/ of the project root, " + _ROOT_HELP + ")."),
     records: Path = typer.Option(Path("results/records.jsonl"), help="Records file to append to."),
-    leaderboards: Path = typer.Option(Path("leaderboards"), help="Where <suite>.md and <suite>.csv are written."),
+    leaderboards: Optional[Path] = typer.Option(None, help="Folder of <suite>.md, <suite>.csv and recipe.json (default: leaderboards/ of the project root, " + _ROOT_HELP + "). A run replaces the sections it evaluates and keeps the others."),
+    all_: bool = typer.Option(False, "--all", help="Run every compare invocation listed in LEADERBOARDS/recipe.json: regenerates (or, with --check, checks) every committed section and figure."),
     schedule: List[str] = typer.Option([], help="Extra schedule rows, e.g. --schedule shift:3 --schedule uniform."),
     zoo: str = typer.Option("karras,ays,oss,searched", help="Schedule-zoo rows beside default, comma-separated: karras[:RHO], exponential, beta[:A,B], ays, oss[:M], searched (or none). ays appears where the model family has one (SD-XL), oss where the backbone exposes its velocity; oss and searched are computed once on the suite's training prompts and cached under schedules/."),
     distilled: List[str] = typer.Option([], help="Distilled sampler rows at their own default budget: NAME or NAME=MODEL, e.g. --distilled flux-schnell."),
@@ -176,20 +246,29 @@ def compare(
     strict: bool = typer.Option(False, help="With --check: a committed row this run does not produce (missing) fails the check too."),
     plots: bool = typer.Option(True, help="Write schedule, image-grid and training-curve figures beside the tables (with --check --report: into figures/ beside the first report)."),
     tolerance: float = typer.Option(2.0, help="With --check: allowed drop, in standard errors of the paired difference (same prompts and seeds)."),
-    device: Optional[str] = typer.Option(None),
+    device: Optional[str] = typer.Option(None, help=_DEVICE_HELP),
     batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Images sampled per batch (default: each backbone's eval batch, 512 for analytic)."),
     dtype: Optional[str] = typer.Option(None, help=_DTYPE_HELP),
     offload: bool = typer.Option(False, "--offload", help=_OFFLOAD_HELP),
     decode_chunk: Optional[int] = typer.Option(None, "--decode-chunk", min=1, help=_DECODE_HELP),
-    progress: bool = typer.Option(True),
+    progress: bool = typer.Option(True, help=_PROGRESS_HELP),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP),
+    tasks: bool = typer.Option(False, "--tasks", help="Add a column per task to the terminal table (wide: more than 80 columns)."),
 ):
     """Evaluate default, shipped policies and the ceiling; write leaderboards/<suite>.md|csv (or --check them).
 
     With --check, exit codes: 0 nothing regressed, 1 a row or task regressed (or, with --strict, a committed
     row is missing), 2 refused (bad input, e.g. no committed leaderboard or an unknown --report suffix)."""
-    from jsbench.compare import run_compare
-    from jsbench.report import report_format
+    from jsbench.compare import RECIPE_NAME, compare_command, read_recipe, run_compare
     from jsbench.suites import load_suite
+    from jsbench.workspace import project_dir
+
+    policies = policies or project_dir("policies")
+    leaderboards = leaderboards or project_dir("leaderboards")
+    if all_:
+        _compare_all(ctx, compare, read_recipe(leaderboards / RECIPE_NAME), policies=policies, leaderboards=leaderboards)
+        return
+    from jsbench.report import report_format
 
     if (report or strict) and not check:
         raise JsbenchError("--report and --strict go with --check: the report is that of the regression check")
@@ -198,27 +277,21 @@ def compare(
     bb = _backbone(backbone, model, device, dtype, offload, decode_chunk)
     s = load_suite(suite, bb)
     others = [_backbone(name, other_model or None, device, dtype, offload, decode_chunk) for name, _, other_model in (d.partition("=") for d in distilled)]
-    cmd = "jsbench compare --suite {} --backbone {} {}".format(suite, backbone, " ".join(f"--steps {n}" for n in steps))
+    cmd = compare_command(suite, backbone, list(steps), model, seeds, list(schedule), list(distilled))
     from jsbench.zoo import DEFAULT_ZOO, parse_zoo
 
     zoo_specs = parse_zoo(zoo)
     if zoo_specs != list(DEFAULT_ZOO):
         cmd += f" --zoo {','.join(zoo_specs) or 'none'}"
     if check:
-        cmd += f" --seeds {seeds} --check" + (f" --tolerance {tolerance:g}" if tolerance != 2.0 else "") + (" --strict" if strict else "")
+        cmd += " --check" + (f" --tolerance {tolerance:g}" if tolerance != 2.0 else "") + (" --strict" if strict else "")
     result = run_compare(
         bb, s, list(steps), policies_dir=policies, records_path=records, leaderboard_dir=leaderboards, seeds=seeds,
         check=check, tolerance=tolerance, strict=strict, reports=list(report), extra_schedules=list(schedule), distilled=others, plots=plots, progress=progress, command=cmd,
-        log=lambda msg: console.print(msg, style="dim"), batch_size=batch_size, zoo=zoo_specs,
+        log=lambda msg: err.print(msg, style="dim", highlight=False, soft_wrap=True), batch_size=batch_size, zoo=zoo_specs,
     )
-    for t in result.tables:
-        table = RichTable(title=f"{suite} · {t.backbone} · {t.steps} steps")
-        for col in ["method", "steps", *t.tasks, "overall", "Δ vs default"]:
-            table.add_column(col)
-        for row in t.rows:
-            delta = "–" if row["delta"] is None else f"{row['delta']:+.3f} ± {row['delta_stderr']:.3f}"
-            table.add_row(row["method"], str(row["steps"]), *[f"{row[k]:.3f}" for k in t.tasks], f"{row['overall']:.3f} ± {row['stderr']:.3f}", delta)
-        console.print(table)
+    _print_compare_tables(result.tables, suite, fmt, tasks)
+    console_ = console if fmt == OutputFormat.table else err  # piped csv/json stays exactly parseable
     if check:
         report_ = result.check
         shown = [r for r in report_.rows if r.verdict != "unchanged" or r.changed]
@@ -233,20 +306,70 @@ def compare(
                 table.add_row(r.verdict, str(r.steps), r.method, r.task, "–" if r.committed is None else f"{r.committed:.3f}",
                               "–" if r.fresh is None else f"{r.fresh:.3f}", ("–" if r.delta is None else f"{r.delta:+.4f}") + se,
                               "–" if r.allowed_drop is None else f"{r.allowed_drop:.4f}", images, style=style)
-            console.print(table)
+            console_.print(table)
         for path in result.written:
-            console.print(f"wrote {path}")
-        console.print(report_.headline, highlight=False, soft_wrap=True)
+            console_.print(f"wrote {path}")
+        console_.print(report_.headline, highlight=False, soft_wrap=True)
         raise typer.Exit(report_.exit_code)
     else:
         for path in result.written:
-            console.print(f"wrote {path}")
+            console_.print(f"wrote {path}", highlight=False)
+
+
+def _compare_all(ctx: typer.Context, command, runs: list[dict], **resolved) -> None:
+    """`compare --all`: each recipe run in turn, with the other options of this command line."""
+    from jsbench.compare import compare_command
+
+    try:
+        from typer._click.core import ParameterSource
+    except ImportError:  # typer on the click package
+        from click.core import ParameterSource
+    per_run = ("suite", "backbone", "model", "steps", "seeds", "schedule", "distilled")
+    given = [n for n in per_run if ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE]
+    if given:
+        raise JsbenchError(f"--all takes --{given[0]} and the other per-run options from the recipe; drop --{given[0]} or run without --all")
+    if ctx.params.get("report"):
+        raise JsbenchError("--report writes the check of one run; with --all, check each recipe run with its own command and --report")
+    codes = []
+    for run in runs:
+        err.print(f"[bold]{compare_command(run['suite'], run['backbone'], run['steps'], run['model'], run['seeds'], run['schedule'], run['distilled'])}[/]", highlight=False, soft_wrap=True)
+        try:
+            command(ctx, **{**ctx.params, **resolved, **{k: run[k] for k in per_run}, "all_": False})
+            codes.append(0)
+        except typer.Exit as exc:
+            codes.append(exc.exit_code)
+    if any(codes):
+        raise typer.Exit(max(codes))
+
+
+def _print_compare_tables(tables, suite: str, fmt: "OutputFormat", tasks: bool) -> None:
+    """The evaluated sections: a narrow table per budget (80 columns), or exact CSV / JSON on stdout."""
+    if fmt == OutputFormat.csv:
+        from jsbench.leaderboard import render_csv
+
+        sys.stdout.write(render_csv(tables))
+        return
+    if fmt == OutputFormat.json:
+        import json
+
+        sections = [{"suite": suite, "backbone": t.backbone, "model_id": t.model_id, "steps": t.steps, "command": t.command, "tasks": t.tasks, "rows": t.rows} for t in tables]
+        sys.stdout.write(json.dumps(sections, indent=1) + "\n")
+        return
+    for t in tables:
+        table = _table(f"{suite} · {t.backbone} · {t.steps} steps")
+        for col in ["method", "steps", *(t.tasks if tasks else []), "overall ± SE", "Δ vs default ± SE"]:
+            table.add_column(col, overflow="fold", justify="left" if col == "method" else "right")
+        for row in t.rows:
+            delta = "–" if row["delta"] is None else f"{row['delta']:+.3f} ± {row['delta_stderr']:.3f}"
+            cells = [f"{row[k]:.3f}" if row[k] is not None else "–" for k in t.tasks] if tasks else []
+            table.add_row(row["method"], str(row["steps"]), *cells, f"{row['overall']:.3f} ± {row['stderr']:.3f}", delta)
+        console.print(table)
 
 
 @app.command()
 def prompts(
     suite: str = typer.Option("geneval", help="Suite."),
-    backbone: str = typer.Option("analytic"),
+    backbone: str = typer.Option("analytic", help="Backbone whose suite prompts are listed (analytic draws the embedded world's)."),
     split: str = typer.Option("test", help="test, train or all."),
     fmt: str = typer.Option("tsv", "--format", help="tsv: task<TAB>prompt; jsonl: one json.dumps(metadata) a line (for --suite geneval on a real backbone, GenEval's evaluation_metadata.jsonl byte for byte)."),
 ):
@@ -285,12 +408,12 @@ def _listing_backbone(name: str):
 def schedules_plot(
     schedule: List[str] = typer.Option(["default"], help="Schedule sources to plot (default, policy:PATH, shift:S, ...); repeat."),
     suite: str = typer.Option("geneval", help="Suite whose held-out prompts are plotted (one per task)."),
-    backbone: str = typer.Option("analytic"),
-    model: Optional[str] = typer.Option(None),
-    steps: int = typer.Option(5),
+    backbone: str = typer.Option("analytic", help="Backbone name."),
+    model: Optional[str] = typer.Option(None, help="Hub id or local folder of the backbone's weights."),
+    steps: int = typer.Option(5, help="Step budget of the plotted schedules (a policy must be trained for it)."),
     seeds: int = typer.Option(4, help="Seeds per prompt for the spread panel."),
     out: Path = typer.Option(Path("figures"), help="Output folder for schedules.png and images.png."),
-    device: Optional[str] = typer.Option(None),
+    device: Optional[str] = typer.Option(None, help=_DEVICE_HELP),
 ):
     """Plot schedules (per prompt, and their spread over prompts x seeds) and an image grid per source."""
     from jsbench.evaluate import resolve_schedule
@@ -309,16 +432,31 @@ def schedules_plot(
 
 
 @policies_app.command("list")
-def policies_list(root: Path = typer.Option(Path("policies"), help="Folder to search.")):
-    """Every policy under ROOT with its backbone, steps, kind and baseline."""
+def policies_list(
+    root: Optional[Path] = typer.Option(None, help="Folder to search (default: policies/ of the project root, " + _ROOT_HELP + ")."),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP),
+):
+    """Every policy under ROOT with its backbone, steps, kind, baseline and reward."""
     from jsbench.policy import read_manifest
 
-    table = RichTable()
-    for col in ("path", "backbone", "steps", "kind", "baseline", "reward", "checksum"):
-        table.add_column(col)
+    from jsbench.workspace import display_path, project_dir
+    root = root or project_dir("policies")
+    if not root.is_dir():
+        raise JsbenchError(f"no policies folder at {root}; pass --root FOLDER")
+    columns = ("path", "backbone", "steps", "kind", "baseline", "reward", "checksum")
+    rows = []
     for manifest in sorted(root.rglob("manifest.json")):
         m = read_manifest(manifest.parent)
-        table.add_row(str(manifest.parent), m.get("backbone", "?"), str(m.get("steps")), m.get("kind", "?"), m.get("baseline", "–"), m.get("reward", "–"), (m.get("checksum") or "")[:12])
+        rows.append({"path": display_path(manifest.parent), "backbone": m.get("backbone"), "steps": m.get("steps"), "kind": m.get("kind"),
+                     "baseline": m.get("baseline"), "reward": m.get("reward"), "checksum": m.get("checksum"), "_short": manifest.parent.relative_to(root)})
+    if fmt != OutputFormat.table:
+        _write_rows(fmt, columns, rows)
+        return
+    table = _table(title=f"policies in {display_path(root)}", caption=None if rows else "none")
+    for col in ("policy", *columns[1:6]):  # the checksum is in --format csv|json and `policies show`
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(str(r["_short"]), *("–" if r[c] is None else str(r[c]) for c in columns[1:6]))
     console.print(table)
 
 
