@@ -1,10 +1,10 @@
 """Commands never destroy work and find the project from any folder (issue 16)."""
 
+import csv
 import hashlib
-import os
+import io
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -85,3 +85,53 @@ def test_policies_list_from_another_folder_finds_the_shipped_ones(cli):
     paths = {line.split(",")[0]: line for line in lines[1:]}
     shipped = str(REPO / "policies" / "analytic" / "js-n5")  # absolute: it does not lie below the current folder
     assert paths[shipped].startswith(shipped + ",analytic,5,instance,js,geneval,"), out
+
+
+def test_legacy_leaderboard_csv_round_trips_through_its_tables():
+    from jsbench.leaderboard import read_committed, render_csv, tables_from_csv
+
+    committed = read_committed(REPO / "leaderboards" / "geneval.csv")
+    tables = tables_from_csv(committed)
+    assert len({t.key[:3] for t in tables}) == len(tables) >= 3
+    rerendered = {(r["backbone"], r["steps"], r["method"], r["task"]): r for r in csv.DictReader(io.StringIO(render_csv(tables)))}
+    for r in committed:  # every committed value survives, the ceiling row filed under each budget it sat in
+        again = rerendered[(r["backbone"], r["steps"], r["method"], r["task"])]
+        assert all(again[k] == r[k] for k in ("value", "stderr", "delta", "delta_stderr", "n_images")), (r, again)
+    assert sum(1 for t in tables for row in t.rows) == sum(1 for r in committed if r["task"] == "overall")
+
+
+@pytest.mark.slow
+def test_compare_all_replaces_only_the_sections_it_evaluates_and_names_their_commands(cli, tmp_path):
+    import json
+    import shutil
+
+    from jsbench.leaderboard import read_committed, tables_from_csv
+
+    lb = tmp_path / "lb"
+    lb.mkdir()
+    for name in ("geneval.csv", "geneval.md"):
+        shutil.copy(REPO / "leaderboards" / name, lb / name)
+    (lb / "recipe.json").write_text(json.dumps({"runs": [{"suite": "geneval", "backbone": "analytic", "steps": [5], "seeds": 1}]}))
+    before = {t.key[:3]: t for t in tables_from_csv(read_committed(lb / "geneval.csv"))}
+    code, out, err = cli("compare", "--all", "--leaderboards", lb, "--policies", tmp_path / "none", "--records", tmp_path / "r.jsonl",
+                         "--no-plots", "--no-progress")
+    assert code == 0, err
+    assert "no learned policies for analytic at 5 steps" in err  # says so instead of writing default rows silently
+    after = {t.key[:3]: t for t in tables_from_csv(read_committed(lb / "geneval.csv"))}
+    assert set(after) == set(before)  # no section dropped
+    fresh = after[("analytic", "jsbench/analytic-scenes", 5)]
+    command = "jsbench compare --suite geneval --backbone analytic --steps 5 --seeds 1"
+    assert [r["method"] for r in fresh.rows] == ["default", "ceiling (200 steps)"] and fresh.command == command
+    for key in before:
+        if key != fresh.key[:3]:
+            assert after[key].rows == before[key].rows  # kept exactly, scenes-dit included
+    md = (lb / "geneval.md").read_text()
+    assert f"Made by `{command}`." in md and "Regenerate every section: `jsbench compare --all`" in md
+    assert "## scenes-dit · jsbench/scenes-dit · 3 steps" in md and "| xctx | 3 |" in md
+
+
+def test_compare_all_refuses_per_run_options_and_a_bad_recipe(cli, tmp_path):
+    (tmp_path / "recipe.json").write_text('{"runs": [{"suite": "geneval", "backbone": "analytic", "steps": [3], "speed": 2}]}')
+    _one_line_refusal(cli("compare", "--all", "--leaderboards", tmp_path), "unknown key 'speed'")
+    _one_line_refusal(cli("compare", "--all", "--backbone", "analytic", "--leaderboards", tmp_path), "--all takes --backbone")
+    _one_line_refusal(cli("compare", "--all", "--leaderboards", tmp_path / "nowhere"), "no recipe at")
