@@ -259,14 +259,14 @@ def compare(
 
     With --check, exit codes: 0 nothing regressed, 1 a row or task regressed (or, with --strict, a committed
     row is missing), 2 refused (bad input, e.g. no committed leaderboard or an unknown --report suffix)."""
-    from jsbench.compare import RECIPE_NAME, compare_command, read_recipe, run_compare
+    from jsbench.compare import RECIPE_NAME, compare_command, run_compare
     from jsbench.suites import load_suite
     from jsbench.workspace import project_dir
 
     policies = policies or project_dir("policies")
     leaderboards = leaderboards or project_dir("leaderboards")
     if all_:
-        _compare_all(ctx, compare, read_recipe(leaderboards / RECIPE_NAME), policies=policies, leaderboards=leaderboards)
+        _compare_all(ctx, compare, leaderboards / RECIPE_NAME, policies=policies, leaderboards=leaderboards)
         return
     from jsbench.report import report_format
 
@@ -316,9 +316,9 @@ def compare(
             console_.print(f"wrote {path}", highlight=False)
 
 
-def _compare_all(ctx: typer.Context, command, runs: list[dict], **resolved) -> None:
+def _compare_all(ctx: typer.Context, command, recipe: Path, **resolved) -> None:
     """`compare --all`: each recipe run in turn, with the other options of this command line."""
-    from jsbench.compare import compare_command
+    from jsbench.compare import compare_command, read_recipe
 
     try:
         from typer._click.core import ParameterSource
@@ -331,7 +331,7 @@ def _compare_all(ctx: typer.Context, command, runs: list[dict], **resolved) -> N
     if ctx.params.get("report"):
         raise JsbenchError("--report writes the check of one run; with --all, check each recipe run with its own command and --report")
     codes = []
-    for run in runs:
+    for run in read_recipe(recipe):
         err.print(f"[bold]{compare_command(run['suite'], run['backbone'], run['steps'], run['model'], run['seeds'], run['schedule'], run['distilled'])}[/]", highlight=False, soft_wrap=True)
         try:
             command(ctx, **{**ctx.params, **resolved, **{k: run[k] for k in per_run}, "all_": False})
