@@ -31,7 +31,8 @@ class Condition:
         return len(self.prompts)
 
     def take(self, index: torch.Tensor | Sequence[int]) -> "Condition":
-        index = torch.as_tensor(index, dtype=torch.long)
+        # a tensor index stays where it is; a list becomes a CPU tensor (never the default device's)
+        index = index.long() if isinstance(index, torch.Tensor) else torch.as_tensor(index, dtype=torch.long, device="cpu")
         idx = index.tolist()
         return Condition(
             prompts=[self.prompts[i] for i in idx],
