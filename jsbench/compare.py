@@ -8,10 +8,12 @@ from pathlib import Path
 
 from jsbench import JsbenchError
 from jsbench.evaluate import discard_partial, evaluate, resolve_schedule
-from jsbench.leaderboard import Table, build_tables, read_committed, render_csv, render_markdown, write_text_atomic
+from jsbench.leaderboard import Table, add_reference_deltas, build_tables, merge_tables, read_committed, render_csv, render_markdown, tables_from_csv, write_text_atomic
 from jsbench.policy import read_manifest
 from jsbench.report import CheckReport, check_against_committed, read_scores, report_format, row_key, scores_path, write_report, write_scores
-from jsbench.results import append_records, make_records, read_records
+from jsbench.results import append_records, make_records
+
+REGENERATE_ALL = "jsbench compare --all"  # runs every invocation of leaderboards/recipe.json
 
 
 @dataclass
@@ -64,11 +66,16 @@ def run_compare(
     runs: dict[tuple, object] = {}  # row key -> this run's per-image scores (EvalRun)
     ceiling_done = False
     plotted: dict[int, list] = {}
+    made = []  # this run's records: the sections it writes hold these rows and no older ones
     for steps in steps_list:
+        found = shipped_policies(policies_dir, backbone.name, steps)
+        if not found:
+            log(f"no learned policies for {backbone.name} at {steps} steps under {policies_dir}/{backbone.name}/: "
+                "only default, extra and ceiling rows (pass --policies FOLDER to use others)")
         # the zoo's rows (karras, ays, oss, searched, ...) that exist for this backbone, beside default
         from jsbench.zoo import zoo_rows
 
-        specs = ["default", *zoo_rows(list(zoo), backbone, steps, log), *extra_schedules] + [f"policy:{p}" for p in shipped_policies(policies_dir, backbone.name, steps)]
+        specs = ["default", *zoo_rows(list(zoo), backbone, steps, log), *extra_schedules] + [f"policy:{p}" for p in found]
         if not ceiling_done:
             specs.append("ceiling")
             ceiling_done = True
@@ -81,7 +88,9 @@ def run_compare(
             if spec == "default":
                 reference = run
             paired = reference if source.steps == steps and spec != "default" else None
-            append_records(records_path, make_records(backbone, suite, source, run, reference=paired))
+            records = make_records(backbone, suite, source, run, reference=paired)
+            made += records
+            append_records(records_path, records)
             discard_partial(records_path)
             log(f"  {source.label:<22} {steps if source.steps == steps else source.steps:>4} steps  done")
         for other in distilled:
@@ -94,35 +103,41 @@ def run_compare(
             run = evaluate(other, suite, source, seeds_per_prompt=seeds, progress=progress, out=records_path, batch_size=batch_size)
             runs[row_key(backbone.name, backbone.model_id, source.steps, source.label)] = run
             records = make_records(backbone, suite, source, run, reference=reference)
+            made += records
             append_records(records_path, records)
             discard_partial(records_path)
             log(f"  {source.label:<22} {own:>4} steps  done")
-    records = [r for r in read_records(records_path) if r.backbone == backbone.name]
     metric = suite.primary_metric
-    tables = [t for t in build_tables(records, suite.name, metric) if t.steps in steps_list]
+    tables = [t for t in build_tables(made, suite.name, metric) if t.steps in steps_list]
+    for t in tables:
+        t.command = command
+    # every row's paired difference to the learned global row of its section, beside the one to default
+    add_reference_deltas(tables, lambda t, row: runs.get(row_key(t.backbone, t.model_id, row["steps"], row["method"])), suite)
     result = CompareResult(tables=tables)
+    provenance = made[0].provenance() if made else {}  # one suite, one detector and prompt set: every row's
     if check:
         result.check = check_against_committed(
             committed, committed_scores, runs, suite, backbone.name, backbone.model_id, list(steps_list), tolerance=tolerance,
-            strict=strict, command=command, scores_file=scores_path(leaderboard_dir, suite.name).name,
+            strict=strict, command=command, scores_file=scores_path(leaderboard_dir, suite.name).name, provenance=provenance,
         )
         result.written = [write_report(result.check, path) for path in reports]
         if reports and plots:
             # this run's schedules and images beside the report (a CI artifact), never over the committed ones
             result.written += [p for _, p in write_figures(backbone, suite, plotted, policies_dir, Path(reports[0]).parent)]
         return result
-    # the leaderboard files hold every (backbone, steps) table recorded so far, fresh ones included
-    all_tables = build_tables(read_records(records_path), suite.name, metric)
+    # merge by (backbone, model, steps) section into the leaderboard already there: this run replaces the
+    # sections it evaluated and keeps every other one (another backbone's, another budget's) as it was
+    csv_path = leaderboard_dir / f"{suite.name}.csv"
+    all_tables = merge_tables(tables_from_csv(read_committed(csv_path)), tables)
     fresh = write_figures(backbone, suite, plotted, policies_dir, leaderboard_dir) if plots else []
     # the page links every backbone's figures on disk, not only this run's (its tables cover them all)
     figures = figure_links(leaderboard_dir, suite.name)
     extra = "\n".join(f"### {title}\n\n![{title}]({path.relative_to(leaderboard_dir)})\n" for title, path in figures)
     md = leaderboard_dir / f"{suite.name}.md"
-    csv_path = leaderboard_dir / f"{suite.name}.csv"
-    write_text_atomic(md, render_markdown(all_tables, suite.name, metric, command, extra=("## Figures\n\n" + extra) if extra else ""))
+    write_text_atomic(md, render_markdown(all_tables, suite.name, metric, REGENERATE_ALL, extra=("## Figures\n\n" + extra) if extra else ""))
     write_text_atomic(csv_path, render_csv(all_tables))
     # the per-image scores behind each row: what `--check` pairs a fresh run with
-    scores = write_scores(scores_path(leaderboard_dir, suite.name), all_tables, runs, suite.name, metric)
+    scores = write_scores(scores_path(leaderboard_dir, suite.name), all_tables, runs, suite.name, metric, provenance)
     result.written = [md, csv_path, scores, *(p for _, p in fresh)]
     return result
 
@@ -165,4 +180,56 @@ def write_figures(backbone, suite, sources_by_steps: dict[int, list], policies_d
                     logs[s.label] = read_log(log)
         if logs:
             out.append((f"{backbone.name} · {steps} steps · training", plot_training_curves(logs, fig_dir / f"{stem}-training.png")))
+    return out
+
+
+# --- the recipe behind `jsbench compare --all` ------------------------------------------------------------
+
+RECIPE_NAME = "recipe.json"
+RECIPE_KEYS = {"suite": str, "backbone": str, "steps": list, "model": str, "seeds": int, "schedule": list, "distilled": list}
+DEFAULT_SEEDS = 16
+
+
+def compare_command(suite: str, backbone: str, steps: list[int], model: str | None = None, seeds: int = DEFAULT_SEEDS,
+                    schedule: list[str] = (), distilled: list[str] = ()) -> str:
+    """The `jsbench compare` command line that evaluates these rows (shown beside each section)."""
+    parts = ["jsbench compare", f"--suite {suite}", f"--backbone {backbone}"]
+    if model:
+        parts.append(f"--model {model}")
+    parts += [f"--steps {n}" for n in steps]
+    if seeds != DEFAULT_SEEDS:
+        parts.append(f"--seeds {seeds}")
+    parts += [f"--schedule {s}" for s in schedule] + [f"--distilled {d}" for d in distilled]
+    return " ".join(parts)
+
+
+def read_recipe(path: str | Path) -> list[dict]:
+    """The compare invocations of a recipe file, validated: each a dict of compare options."""
+    import json
+
+    path = Path(path)
+    if not path.is_file():
+        raise JsbenchError(f"no recipe at {path}: --all runs the compare invocations listed there (see leaderboards/recipe.json)")
+    try:
+        runs = json.loads(path.read_text())["runs"]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise JsbenchError(f"{path}: not a recipe ({exc.__class__.__name__}); it needs {{\"runs\": [{{\"suite\": ..., \"backbone\": ..., \"steps\": [...]}}]}}") from None
+    if not isinstance(runs, list) or not runs:
+        raise JsbenchError(f"{path}: \"runs\" must be a non-empty list of compare invocations")
+    out = []
+    for i, run in enumerate(runs):
+        where = f"{path}: runs[{i}]"
+        if not isinstance(run, dict):
+            raise JsbenchError(f"{where} is not an object of compare options")
+        for key, value in run.items():
+            if key not in RECIPE_KEYS:
+                raise JsbenchError(f"{where}: unknown key {key!r}; use {', '.join(RECIPE_KEYS)}")
+            if not isinstance(value, RECIPE_KEYS[key]):
+                raise JsbenchError(f"{where}: {key} must be a {RECIPE_KEYS[key].__name__}, got {value!r}")
+        for key in ("suite", "backbone", "steps"):
+            if key not in run:
+                raise JsbenchError(f"{where}: {key!r} is missing")
+        if not run["steps"] or not all(isinstance(n, int) and n >= 1 for n in run["steps"]):
+            raise JsbenchError(f"{where}: steps must be a list of step budgets, e.g. [3, 5]")
+        out.append({"model": None, "seeds": DEFAULT_SEEDS, "schedule": [], "distilled": [], **run})
     return out

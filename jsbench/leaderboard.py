@@ -49,6 +49,7 @@ class Table:
     steps: int
     tasks: list[str]
     rows: list[dict]  # method, steps, per-task values, overall, stderr, delta, delta_stderr, n_images
+    command: str = ""  # the command that made this section (shown on the page, kept in the CSV)
     provenance: dict = field(default_factory=dict)  # detector, colour model, prompt set, OCR engine, reward model
 
     @property
@@ -103,6 +104,8 @@ def build_tables(records: list[Record], suite: str, metric: str) -> list[Table]:
                     "delta": overall.delta_vs_default,
                     "delta_stderr": overall.delta_stderr,
                     "n_images": overall.n_images,
+                    # per task, and overall: (prompts, images) the row averages over
+                    "counts": {t: (r.n_prompts, r.n_images) for t, r in by_task.items()},
                 }
             )
         tables.append(Table(backbone, model_id, steps, tasks, rows, provenance={f: v for f, v in zip(PROVENANCE_FIELDS, prov) if v}))
@@ -110,20 +113,26 @@ def build_tables(records: list[Record], suite: str, metric: str) -> list[Table]:
 
 
 def render_markdown(tables: list[Table], suite: str, metric: str, command: str, extra: str = "") -> str:
-    out = [f"# {suite} leaderboard", "", f"Metric: `{metric}` (overall = mean of the task means). Regenerate: `{command}`.", ""]
+    """The page: `command` regenerates all of it; each section names the command that made it."""
+    out = [f"# {suite} leaderboard", "", f"Metric: `{metric}` (overall = mean of the task means). Regenerate every section: `{command}`.", ""]
     others = unofficial_detectors(tables, suite)
     if others:
         out += [f"**Detector:** {', '.join(f'`{d}`' for d in others)}, not GenEval's official detector (mmdet's Mask2Former "
                 "Swin-S). Rows compare with each other, not with published GenEval tables.", ""]
     for t in tables:
         out += [f"## {t.backbone} · {t.model_id} · {t.steps} steps", ""]
+        if t.command:
+            out += [f"Made by `{t.command}`.", ""]
         if provenance_text(t.provenance):
             out += [provenance_text(t.provenance), ""]
-        header = ["method", "steps", *t.tasks, "overall", "Δ vs default"]
+        if section_counts(t):
+            out += [section_counts(t), ""]
+        header = ["method", "steps", *t.tasks, "overall", "Δ vs default", "Δ vs global"]
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "|".join(["---"] * len(header)) + "|")
         for row in t.rows:
-            cells = [row["method"], str(row["steps"]), *[_fmt(row[k]) for k in t.tasks], _fmt(row["overall"], row["stderr"]), _fmt(row["delta"], row["delta_stderr"], signed=True)]
+            cells = [row["method"], str(row["steps"]), *[_fmt(row[k]) for k in t.tasks], _fmt(row["overall"], row["stderr"]),
+                     _fmt(row["delta"], row["delta_stderr"], signed=True), _fmt(row.get("delta_global"), row.get("delta_global_stderr"), signed=True)]
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
     cross = cross_budget(tables)
@@ -132,6 +141,39 @@ def render_markdown(tables: list[Table], suite: str, metric: str, command: str, 
     if extra:
         out += [extra, ""]
     return "\n".join(out)
+
+
+def section_counts(t: Table) -> str:
+    """'Prompts/images per task: ...' for a section, from its default row (or its first row with counts)."""
+    rows = sorted((r for r in t.rows if r.get("counts")), key=lambda r: r["method"] != "default")
+    if not rows:
+        return ""
+    counts = rows[0]["counts"]
+    parts = [f"{task} {counts[task][0]}/{counts[task][1]}" for task in [*t.tasks, "overall"] if task in counts and counts[task][0] is not None]
+    return "Prompts/images per task (every row is scored on the same ones): " + ", ".join(parts) + "." if parts else ""
+
+
+def add_reference_deltas(tables: list[Table], run_of, suite, reference: str = "global") -> None:
+    """Give every row of a section the paired difference of its overall score to the section's `reference`
+    row (the learned global schedule): `delta_global` and its standard error, from per-image differences
+    over the same prompts and seeds, aggregated as the suite aggregates scores. `run_of(table, row)` is
+    the row's per-image run (an EvalRun) or None; rows without one, or not on the reference's prompts
+    and seeds, get none."""
+    metric = suite.primary_metric
+    for t in tables:
+        ref_row = next((r for r in t.rows if r["method"] == reference), None)
+        ref = run_of(t, ref_row) if ref_row is not None else None
+        if ref is None:
+            continue
+        pairs = [(it.prompt, s) for it, s in ref.rows()]
+        for row in t.rows:
+            run = run_of(t, row) if row is not ref_row else None
+            if run is None or [(it.prompt, s) for it, s in run.rows()] != pairs:
+                continue
+            diff = [{k: a[k] - b[k] for k in a if k in b} for a, b in zip(run.scores, ref.scores)]
+            for m in suite.aggregate(diff, [it for it, _ in run.rows()]):
+                if m.task == "overall" and m.metric == metric:
+                    row["delta_global"], row["delta_global_stderr"] = m.value, m.stderr
 
 
 def cross_budget(tables: list[Table]) -> list[str]:
@@ -155,7 +197,10 @@ def cross_budget(tables: list[Table]) -> list[str]:
     return out
 
 
-CSV_FIELDS = ["backbone", "model_id", "steps", "method", "task", "value", "stderr", "delta", "delta_stderr", "n_images", *PROVENANCE_FIELDS]
+CSV_FIELDS = ["backbone", "model_id", "steps", "method", "task", "value", "stderr", "delta", "delta_stderr", "n_images", "budget", "command", *PROVENANCE_FIELDS,
+              "n_prompts", "delta_global", "delta_global_stderr"]
+# `steps` is the row's own budget (200 for the ceiling row), `budget` the section's; `command` made the section;
+# `n_images` and `n_prompts` are the line's own task's; `delta_global` (overall lines) is paired vs the global row
 
 
 def render_csv(tables: list[Table]) -> str:
@@ -169,9 +214,73 @@ def render_csv(tables: list[Table]) -> str:
                 writer.writerow(
                     [t.backbone, t.model_id, row["steps"], row["method"], task, _num(value),
                      _num(row["stderr"]) if task == "overall" else "", _num(row["delta"]) if task == "overall" else "",
-                     _num(row["delta_stderr"]) if task == "overall" else "", row["n_images"], *provenance_key(t.provenance)]
+                     _num(row["delta_stderr"]) if task == "overall" else "", _count(row, task, 1), t.steps, t.command,
+                     *provenance_key(t.provenance), _count(row, task, 0),
+                     _num(row.get("delta_global")) if task == "overall" else "", _num(row.get("delta_global_stderr")) if task == "overall" else ""]
                 )
     return buf.getvalue()
+
+
+def _count(row: dict, task: str, which: int) -> int | str:
+    """The row's number of prompts (which=0) or images (1) for `task`; the overall images of rows that
+    carry no per-task counts (read from an older CSV)."""
+    counts = row.get("counts") or {}
+    if task in counts and counts[task][which] is not None:
+        return counts[task][which]
+    return row.get("n_images") if (which == 1 and task == "overall" and row.get("n_images") is not None) else ""
+
+
+def _int(text: str | None) -> int | None:
+    return int(float(text)) if text not in (None, "") else None
+
+
+def _float(text: str | None) -> float | None:
+    return float(text) if text not in (None, "") else None
+
+
+def tables_from_csv(rows: list[dict]) -> list[Table]:
+    """The tables a leaderboard CSV holds (what `render_csv` wrote), so a run can keep the sections it did
+    not evaluate. A CSV without the `budget` column (older pages) files each ceiling row under the budget of
+    the rows just before it, which is where `render_csv` wrote it."""
+    groups: dict[tuple, dict] = {}
+    budget_of: dict[tuple, int] = {}
+    for r in rows:
+        bm = (r["backbone"], r["model_id"])
+        if r.get("budget"):
+            budget = int(r["budget"])
+        elif r["method"].startswith("ceiling") and bm in budget_of:
+            budget = budget_of[bm]
+        else:
+            budget = int(r["steps"])
+        budget_of[bm] = budget
+        prov = {f: r[f] for f in PROVENANCE_FIELDS if r.get(f)}  # older CSVs have no provenance columns
+        g = groups.setdefault((*bm, budget, provenance_key(prov)), {"tasks": [], "rows": {}, "command": r.get("command") or "", "provenance": prov})
+        row = g["rows"].setdefault(r["method"], {"method": r["method"], "steps": int(r["steps"])})
+        if r.get("n_prompts") or r.get("n_images"):  # per line, as written (CSVs without n_prompts repeated the overall n_images)
+            row.setdefault("counts", {})[r["task"]] = (_int(r.get("n_prompts")), _int(r.get("n_images")))
+        if r["task"] == "overall":
+            row.update(overall=float(r["value"]), stderr=_float(r["stderr"]), delta=_float(r["delta"]),
+                       delta_stderr=_float(r["delta_stderr"]), n_images=int(r["n_images"]) if r.get("n_images") else None,
+                       delta_global=_float(r.get("delta_global")), delta_global_stderr=_float(r.get("delta_global_stderr")))
+        else:
+            if r["task"] not in g["tasks"]:
+                g["tasks"].append(r["task"])
+            row[r["task"]] = _float(r["value"])
+    tables = []
+    for (backbone, model_id, budget, _), g in groups.items():
+        kept = [{**{t: None for t in g["tasks"]}, **row} for row in g["rows"].values() if "overall" in row]
+        tables.append(Table(backbone, model_id, budget, g["tasks"], kept, g["command"], g["provenance"]))
+    return tables
+
+
+def merge_tables(kept: list[Table], fresh: list[Table]) -> list[Table]:
+    """`kept` with every (backbone, model, steps) section that `fresh` has replaced by the fresh one, in a
+    fixed order (by backbone, model, steps), so a run never drops what it did not evaluate."""
+    fresh_budgets = {t.key[:3] for t in fresh}
+    # a kept section written before provenance was recorded is superseded by a fresh one of its budget
+    merged = {t.key: t for t in kept if t.provenance or t.key[:3] not in fresh_budgets}
+    merged.update({t.key: t for t in fresh})
+    return [merged[k] for k in sorted(merged)]
 
 
 def _num(v) -> str:
