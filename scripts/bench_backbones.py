@@ -14,7 +14,7 @@ Two questions (issue 3), answered per backbone:
    meta device, counted with torch's FlopCounterMode: no weights, no memory), per step and per sampler
    call at the backbone's default step count (goal <= 1% per step).
 
-    python scripts/bench_backbones.py                     # all four, table + bench/results/backbones.json
+    python scripts/bench_backbones.py                     # all four, the table (--write: bench/results/backbones.json)
     python scripts/bench_backbones.py --kinds flux-dev --repeats 11 --batch 8 --steps 8
 """
 
@@ -250,7 +250,9 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: least noise on a shared CPU)")
     ap.add_argument("--no-naive", action="store_true", help="skip the one-pipeline-call-per-row comparison")
     ap.add_argument("--no-flops", action="store_true", help="skip the full-size FLOP estimate")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "backbones.json")
+    where = ap.add_mutually_exclusive_group()  # nothing is written unless asked
+    where.add_argument("--write", action="store_true", help="replace the committed bench/results/backbones.json")
+    where.add_argument("--out", type=Path, default=None, help="write the JSON here instead")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
@@ -300,11 +302,15 @@ def main(argv=None) -> int:
         "tiny": rows, "full_size_estimate": full,
         "goals": {"per_row_over_shared": 1.05, "policy_over_step": 0.01},
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".json.tmp")
+    out = ROOT / "bench" / "results" / "backbones.json" if args.write else args.out
+    if out is None:
+        print("\n(nothing written: --write replaces bench/results/backbones.json, --out PATH writes elsewhere)")
+        return 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(record, indent=1))
-    tmp.replace(args.out)
-    print(f"\nwrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+    tmp.replace(out)
+    print(f"\nwrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
     return 0
 
 

@@ -12,7 +12,7 @@ recorded in the JSON); other budgets are trained here with scripts/train_policie
 K=4, lr 0.01, seed 0, --iters) and cached under runs/bench-budgets/ (--retrain to redo, --no-reuse to
 train every budget here).
 
-    python scripts/bench_budgets.py                   # table + bench/results/budgets.json|.png
+    python scripts/bench_budgets.py                   # prints the table; --write: bench/results/budgets.json|.png
     python scripts/bench_budgets.py --steps 3 5 --iters 100 --seeds 4    # quick
 """
 
@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = ROOT / "bench" / "results" / "budgets.json"
 sys.path.insert(0, str(ROOT))
 
 from jsbench.leaderboard import write_text_atomic
@@ -123,7 +124,9 @@ def main(argv=None) -> int:
     ap.add_argument("--no-reuse", dest="reuse", action="store_false", help="train every budget here, ignoring shipped policies")
     ap.add_argument("--retrain", action="store_true", help="ignore policies cached under runs/bench-budgets/")
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "budgets.json")
+    where = ap.add_mutually_exclusive_group()  # nothing is written unless asked
+    where.add_argument("--write", action="store_true", help=f"replace the committed {COMMITTED.relative_to(ROOT)} and the .png")
+    where.add_argument("--out", type=Path, default=None, help="write the JSON and the .png here instead")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
@@ -179,7 +182,11 @@ def main(argv=None) -> int:
     print("  policies: " + ", ".join(f"{k} {v}" for k, v in origins.items()))
     print("  gap = ceiling - default; 'no gap': the default is within 2 standard errors of the ceiling, nothing to recover")
 
-    png = args.out.with_suffix(".png")
+    out = COMMITTED if args.write else args.out
+    if out is None:
+        print(f"\n(nothing written: --write replaces {COMMITTED.relative_to(ROOT)} and its .png, --out PATH writes elsewhere)")
+        return 0
+    png = out.with_suffix(".png")
     plot(rows, ceiling.value, png)
     record = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(), "python": platform.python_version(), "torch": torch.__version__,
@@ -189,9 +196,9 @@ def main(argv=None) -> int:
         "ceiling": {"steps": CEILING_STEPS, "value": ceiling.value, "stderr": ceiling.stderr},
         "rows": rows, "seconds": time.perf_counter() - start,
     }
-    write_text_atomic(args.out, json.dumps(record, indent=1))  # creates the folder, fsyncs, renames
+    write_text_atomic(out, json.dumps(record, indent=1))  # creates the folder, fsyncs, renames
     rel = lambda p: p.relative_to(ROOT) if p.is_relative_to(ROOT) else p
-    print(f"\nwrote {rel(args.out)} and {rel(png)}")
+    print(f"\nwrote {rel(out)} and {rel(png)}")
     return 0
 
 

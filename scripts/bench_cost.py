@@ -15,7 +15,7 @@
    over 1 process (one thread), the world already built in each process. Also 1 process with as many
    threads as the 2 processes have in all.
 
-    python scripts/bench_cost.py                  # table + bench/results/cost.json
+    python scripts/bench_cost.py                  # the table (--write: bench/results/cost.json)
     python scripts/bench_cost.py --repeats 5 --no-scale     # quick
 """
 
@@ -299,7 +299,9 @@ def main(argv=None) -> int:
     ap.add_argument("--scale-eval-steps", type=int, default=5)
     ap.add_argument("--scale-train-steps", type=int, default=5)
     ap.add_argument("--scale-worker", default=None, help=argparse.SUPPRESS)
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "cost.json")
+    where = ap.add_mutually_exclusive_group()  # nothing is written unless asked
+    where.add_argument("--write", action="store_true", help="replace the committed bench/results/cost.json")
+    where.add_argument("--out", type=Path, default=None, help="write the JSON here instead")
     args = ap.parse_args(argv)
     if args.scale_worker:
         return scale_worker(args)
@@ -373,11 +375,15 @@ def main(argv=None) -> int:
                            "full_size_estimate": tiny.get("full_size_estimate", [])} if tiny else None,
         "scale": scale, "seconds": time.perf_counter() - start,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".json.tmp")
+    out = ROOT / "bench" / "results" / "cost.json" if args.write else args.out
+    if out is None:
+        print("\n(nothing written: --write replaces bench/results/cost.json, --out PATH writes elsewhere)")
+        return 0
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(record, indent=1))
-    tmp.replace(args.out)
-    print(f"\nwrote {args.out.relative_to(ROOT) if args.out.is_relative_to(ROOT) else args.out}")
+    tmp.replace(out)
+    print(f"\nwrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
     return 0
 
 

@@ -14,7 +14,7 @@ for K = 2 and K = 4, 3 seeds each. Reported per (K, baseline):
   RLOO's gain over the common starting reward, which measures the rising phase;
 - the held-out GenEval score of each final policy (its deterministic mean schedule on the test prompts).
 
-    python scripts/bench_sample_efficiency.py                 # table + bench/results/sample_efficiency.json|.png
+    python scripts/bench_sample_efficiency.py                 # prints the table; --write: bench/results/sample_efficiency.json|.png
     python scripts/bench_sample_efficiency.py --iters 60 --seeds 0 --K 2    # quick
 
 Finished runs are cached under runs/bench-sample-efficiency/ (keyed by their settings), so an
@@ -35,6 +35,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = ROOT / "bench" / "results" / "sample_efficiency.json"
 sys.path.insert(0, str(ROOT))
 
 from jsbench.leaderboard import write_text_atomic
@@ -194,7 +195,9 @@ def main(argv=None) -> int:
     ap.add_argument("--eval-seeds", type=int, default=4, help="seeds per held-out prompt for the final policies (0: skip)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--fresh", action="store_true", help="ignore cached finished runs")
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "sample_efficiency.json")
+    where = ap.add_mutually_exclusive_group()  # nothing is written unless asked
+    where.add_argument("--write", action="store_true", help=f"replace the committed {COMMITTED.relative_to(ROOT)} and the .png")
+    where.add_argument("--out", type=Path, default=None, help="write the JSON and the .png here instead")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
@@ -237,7 +240,11 @@ def main(argv=None) -> int:
         print(f"    K={s['K']}: 90% of RLOO's gain ({s['gain_target']:.3f}): js after {s['updates_to_gain']['js']}, RLOO after "
               f"{s['updates_to_gain']['rloo']} updates: ratio {s['gain_js_over_rloo'] if s['gain_js_over_rloo'] is None else round(s['gain_js_over_rloo'], 3)}; per seed: {per}")
 
-    png = args.out.with_suffix(".png")
+    out = COMMITTED if args.write else args.out
+    if out is None:
+        print(f"\n(nothing written: --write replaces {COMMITTED.relative_to(ROOT)} and its .png, --out PATH writes elsewhere)")
+        return 0
+    png = out.with_suffix(".png")
     plot(summaries, png)
     record = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(), "python": platform.python_version(), "torch": torch.__version__,
@@ -248,9 +255,9 @@ def main(argv=None) -> int:
         "goal": {"js_over_rloo": 0.5},
         "summaries": summaries,
     }
-    write_text_atomic(args.out, json.dumps(record, indent=1))  # creates the folder, fsyncs, renames
+    write_text_atomic(out, json.dumps(record, indent=1))  # creates the folder, fsyncs, renames
     rel = lambda p: p.relative_to(ROOT) if p.is_relative_to(ROOT) else p
-    print(f"\nwrote {rel(args.out)} and {rel(png)}")
+    print(f"\nwrote {rel(out)} and {rel(png)}")
     return 0
 
 

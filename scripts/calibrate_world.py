@@ -4,10 +4,11 @@ per prompt and the 200-step ceiling at N = 3, 4, 5 on the held-out prompts.
 
     python scripts/calibrate_world.py [--search-seeds 16] [--report-seeds 16] [--steps 3 4 5]
     python scripts/calibrate_world.py --backbone scenes-dit --search-seeds 8 --grid-points 10 --shifts 12 \
-        --random-count 40 --ceiling-steps 50 --out bench/results/calibration-scenes-dit.json
+        --random-count 40 --ceiling-steps 50 --write
 
-Global and per-prompt schedules are chosen on search seeds and reported on fresh seeds. Writes
-bench/results/calibration.json. Takes about 10-20 minutes on 2 cores.
+Global and per-prompt schedules are chosen on search seeds and reported on fresh seeds. Prints the
+table; --write replaces the committed bench/results/calibration.json (calibration-<backbone>.json for
+another backbone), --out PATH writes elsewhere. Takes about 10-20 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -27,13 +28,17 @@ from jsbench.leaderboard import write_text_atomic
 from jsbench.world.calibration import calibrate_budget, score_grid
 from jsbench.world.scenes import make_prompts, split_prompts
 
+ROOT = Path(__file__).resolve().parents[1]
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, nargs="+", default=[3, 4, 5])
     parser.add_argument("--search-seeds", type=int, default=16)
     parser.add_argument("--report-seeds", type=int, default=16)
-    parser.add_argument("--out", type=Path, default=Path("bench/results/calibration.json"))
+    where = parser.add_mutually_exclusive_group()  # nothing is written unless asked
+    where.add_argument("--write", action="store_true", help="replace the committed bench/results/calibration[-<backbone>].json")
+    where.add_argument("--out", type=Path, default=None, help="write the JSON here instead")
     parser.add_argument("--backbone", default="analytic", help="any backbone that draws the embedded world (analytic, scenes-dit)")
     parser.add_argument("--ceiling-steps", type=int, default=200)
     parser.add_argument("--grid-points", type=int, default=20, help="N=3 candidates: every pair of this many interior points")
@@ -61,11 +66,15 @@ def main() -> None:
             f"{r.searched_per_prompt:.3f}", f"{r.per_prompt_gain:+.3f} ± {r.per_prompt_gain_stderr:.3f}", f"{r.ceiling:.3f}",
         )
     console.print(table)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    committed = ROOT / "bench" / "results" / ("calibration.json" if args.backbone == "analytic" else f"calibration-{args.backbone}.json")
+    out = committed if args.write else args.out
+    if out is None:
+        console.print(f"(nothing written: --write replaces {committed.relative_to(ROOT)}, --out PATH writes elsewhere)")
+        return
     payload = {"backbone": args.backbone, "ceiling_steps": args.ceiling_steps, "candidates": candidates,
                "rows": [asdict(r) for r in rows], "seconds": time.perf_counter() - start}
-    write_text_atomic(args.out, json.dumps(payload, indent=2) + "\n")
-    console.print(f"wrote {args.out}")
+    write_text_atomic(out, json.dumps(payload, indent=2) + "\n")  # creates the folder
+    console.print(f"wrote {out}")
 
 
 if __name__ == "__main__":

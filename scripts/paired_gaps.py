@@ -1,11 +1,12 @@
 #!/usr/bin/env python
 """Paired comparisons of the shipped analytic policies on held-out prompts and seeds (issue 2's numbers).
 
-    python scripts/paired_gaps.py [--steps 3 5] [--seeds 16]
+    python scripts/paired_gaps.py [--steps 3 5] [--seeds 16] [--write | --out FILE]
 
 For each budget: overall GenEval score of default, global, js (prompt + noise), js (prompt-only), rloo,
 xctx and the 200-step ceiling; paired differences (same prompts, same seeds) with standard errors;
-and the share of the default-to-ceiling gap each method recovers. Writes bench/results/paired_gaps.json.
+and the share of the default-to-ceiling gap each method recovers. Prints them; writes JSON only when told:
+--write replaces the committed bench/results/paired_gaps.json, --out FILE writes elsewhere.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from jsbench.backbones import load_backbone
 from jsbench.evaluate import evaluate, resolve_schedule
 from jsbench.leaderboard import write_text_atomic
 from jsbench.suites import load_suite
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = ROOT / "bench" / "results" / "paired_gaps.json"
 
 
 def task_scores(run):
@@ -43,12 +47,15 @@ def paired(a, b):
     return overall({t: [x - y for x, y in zip(a[t], b[t])] for t in a})
 
 
-def main():
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, nargs="+", default=[3, 5])
     p.add_argument("--seeds", type=int, default=16)
-    p.add_argument("--policies", type=Path, default=Path("policies/analytic"))
-    args = p.parse_args()
+    p.add_argument("--policies", type=Path, default=ROOT / "policies" / "analytic")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--write", action="store_true", help="replace the committed bench/results/paired_gaps.json")
+    where.add_argument("--out", type=Path, help="write the JSON here instead (the committed file is left alone)")
+    args = p.parse_args(argv)
     bb = load_backbone("analytic")
     suite = load_suite("geneval", bb)
     ceiling_run = evaluate(bb, suite, resolve_schedule("ceiling", bb, 200), args.seeds, progress=False)
@@ -74,9 +81,11 @@ def main():
                 rows[f"{a} - {b}"] = {"diff": m, "stderr": se, "outside_2se": abs(m) > 2 * se}
                 print(f"  {a} − {b}: {m:+.3f} ± {se:.3f}{'  (outside 2 SE)' if abs(m) > 2 * se else ''}")
         report[n] = {"ceiling": c_mean, **rows}
-    out = Path("bench/results/paired_gaps.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out, json.dumps(report, indent=2) + "\n")
+    out = COMMITTED if args.write else args.out
+    if out is None:
+        print("\n(not written: --write replaces bench/results/paired_gaps.json, --out FILE writes elsewhere)")
+        return
+    write_text_atomic(out, json.dumps(report, indent=2) + "\n")  # creates the folder
     print(f"\nwrote {out}")
 
 

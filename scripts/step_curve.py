@@ -4,9 +4,10 @@
 The few-step vs many-step table of a backbone that draws the embedded world: where its default
 sampler fails, and the budget at which it stops improving (its ceiling).
 
-    python scripts/step_curve.py --backbone scenes-dit --steps 3 4 5 8 14 28 50 100 --seeds 4
+    python scripts/step_curve.py --backbone scenes-dit --steps 3 4 5 8 14 28 50 100 --seeds 4 --write
 
-Writes bench/results/step-curve-<backbone>.json (same seeds for every budget, so differences are paired).
+Same seeds for every budget, so differences are paired. Prints the table; --write replaces the committed
+bench/results/step-curve-<backbone>.json, --out PATH writes elsewhere.
 """
 
 from __future__ import annotations
@@ -33,9 +34,12 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, nargs="+", default=[3, 4, 5, 8, 14, 28, 50, 100])
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--chunk", type=int, default=128, help="images per sampler call")
-    parser.add_argument("--out", type=Path, default=None)
+    where = parser.add_mutually_exclusive_group()  # nothing is written unless asked
+    where.add_argument("--write", action="store_true", help="replace the committed bench/results/step-curve-<backbone>.json")
+    where.add_argument("--out", type=Path, default=None, help="write the JSON here instead")
     args = parser.parse_args(argv)
-    out = args.out or Path(f"bench/results/step-curve-{args.backbone}.json")
+    committed = Path(__file__).resolve().parents[1] / "bench" / "results" / f"step-curve-{args.backbone}.json"
+    out = committed if args.write else args.out
     console = Console()
     backbone = load_backbone(args.backbone)
     metas = split_prompts(make_prompts(), "test")
@@ -56,6 +60,9 @@ def main(argv=None) -> None:
     for r in rows:
         table.add_row(str(r["steps"]), f"{r['correct']:.3f} ± {r['stderr']:.3f}")
     console.print(table)
+    if out is None:
+        console.print(f"(nothing written: --write replaces bench/results/{committed.name}, --out PATH writes elsewhere)")
+        return
     write_text_atomic(out, json.dumps({"backbone": args.backbone, "model_id": backbone.model_id, "seeds": seeds, "rows": rows}, indent=2) + "\n")
     console.print(f"wrote {out}")
 

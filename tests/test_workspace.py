@@ -135,3 +135,21 @@ def test_compare_all_refuses_per_run_options_and_a_bad_recipe(cli, tmp_path):
     _one_line_refusal(cli("compare", "--all", "--leaderboards", tmp_path), "unknown key 'speed'")
     _one_line_refusal(cli("compare", "--all", "--backbone", "analytic", "--leaderboards", tmp_path), "--all takes --backbone")
     _one_line_refusal(cli("compare", "--all", "--leaderboards", tmp_path / "nowhere"), "no recipe at")
+
+
+@pytest.mark.slow  # three evaluations of the analytic world (default and ceiling rows)
+def test_scripts_write_committed_results_only_when_told(tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("paired_gaps", REPO / "scripts" / "paired_gaps.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    committed = tmp_path / "committed.json"
+    monkeypatch.setattr(mod, "COMMITTED", committed)  # stands in for bench/results/paired_gaps.json
+    argv = ["--steps", "3", "--seeds", "1", "--policies", str(tmp_path / "none")]
+    mod.main(argv)
+    assert "not written" in capsys.readouterr().out and not committed.exists()
+    mod.main(argv + ["--out", str(tmp_path / "mine.json")])
+    assert (tmp_path / "mine.json").exists() and not committed.exists()
+    mod.main(argv + ["--write"])
+    assert '"ceiling"' in committed.read_text() and '"default"' in committed.read_text()
