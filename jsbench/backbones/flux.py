@@ -29,6 +29,11 @@ __all__ = ["FluxBackbone", "FluxDevBackbone", "FluxSchnellBackbone"]
 class FluxBackbone(FlowMatchBackbone):
     pipeline_class_name = "FluxPipeline"
     max_sequence_length = 512
+    # memory (README, "Real backbones"): ~34 GB of bf16 weights (12B transformer, T5-XXL); 8 rows of 4608
+    # tokens per sampler call, 4 images of 1024^2 per VAE call (~1.4-1.6 GiB each in bf16)
+    train_batch = 8
+    eval_batch = 8
+    decode_chunk = 4
 
     def _default_resolution(self) -> tuple[int, int]:
         side = int(getattr(self.pipe, "default_sample_size", 128)) * self.vae_scale_factor

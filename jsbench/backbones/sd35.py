@@ -33,6 +33,10 @@ class SD35Backbone(FlowMatchBackbone):
     default_guidance = 7.0
     max_sequence_length = 256
     _default_max_shift = 1.16  # SD3's fallback in calculate_shift (Flux's is 1.15)
+    # memory (README): Medium ~16 GB of bf16 weights with T5-XXL; CFG runs every row twice
+    train_batch = 16
+    eval_batch = 16
+    decode_chunk = 4
 
     def _default_resolution(self) -> tuple[int, int]:
         side = int(self.pipe.transformer.config.sample_size) * self.vae_scale_factor
@@ -115,6 +119,8 @@ class SD35LargeBackbone(SD35Backbone):
 
     name = "sd35-large"
     default_model_id = "stabilityai/stable-diffusion-3.5-large"
+    train_batch = 8  # ~28 GB of bf16 weights (8B MMDiT), CFG doubles every row
+    eval_batch = 8
 
 
 class SD35MediumBackbone(SD35Backbone):

@@ -42,6 +42,10 @@ class SDXLBackbone(DiffusersBackbone):
     pipeline_class_name = "StableDiffusionXLPipeline"
     default_steps = 50
     default_guidance = 5.0
+    # memory (README): ~7 GB of bf16 weights; CFG runs every row twice through the UNet
+    train_batch = 16
+    eval_batch = 16
+    decode_chunk = 4
 
     def __init__(self, model: str | None = None, device=None, dtype=None, **options):
         super().__init__(model=model, device=device, dtype=dtype, **options)
