@@ -401,7 +401,8 @@ def _listing_backbone(name: str):
     if cls is None or getattr(cls, "draws_embedded_world", False):
         return _backbone(name, None, None)
     return SimpleNamespace(name=name, model_id=getattr(cls, "default_model_id", name), device=None,
-                           draws_embedded_world=bool(getattr(cls, "draws_embedded_world", False)))
+                           draws_embedded_world=bool(getattr(cls, "draws_embedded_world", False)),
+                           geneval_world=getattr(cls, "geneval_world", None))
 
 
 @schedules_app.command("plot")

@@ -26,6 +26,7 @@ _MODULES = {
     # a tiny SD3 pipeline with learned weights, trained on the embedded world's renders (issue 8)
     "scenes-dit": "jsbench.backbones.scenes_dit",
     # the embedded world with texture at prompt- and noise-dependent scales: the positive control (issue 14)
+    "detail": "jsbench.backbones.detail",
 }
 
 

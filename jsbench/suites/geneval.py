@@ -44,8 +44,10 @@ class GenEvalSuite:
         from jsbench.world.detect import detect
         from jsbench.world.scenes import make_prompts, split_prompts
 
-        self._detect = detect
-        self._prompts = make_prompts()
+        # a backbone may draw a variant of the world with its own prompts and detector (`detail`)
+        self._world = getattr(backbone, "geneval_world", None)
+        self._detect = self._world.detect if self._world is not None else detect
+        self._prompts = self._world.geneval_prompts() if self._world is not None else make_prompts()
         self._split = split_prompts
         self._by_prompt = {p["prompt"]: p for p in self._prompts}
 
@@ -55,7 +57,8 @@ class GenEvalSuite:
         """The world's exact detector finds objects and their colours from the rendered pixels."""
         from jsbench.rewards.detectors import WORLD_ID
 
-        return {"detector": WORLD_ID, "color_model": WORLD_ID}
+        detector = getattr(self._world, "detector_id", WORLD_ID)
+        return {"detector": detector, "color_model": WORLD_ID}
 
     def use_metadata(self, path) -> "GenEvalSuite":
         """Evaluate on a GenEval metadata file (hand-edited rules included) instead of the world's test
@@ -67,7 +70,7 @@ class GenEvalSuite:
 
         def check(entry: dict) -> str | None:
             try:
-                parse_prompt(entry["prompt"])
+                (self._world().validate if self._world is not None else parse_prompt)(entry["prompt"])
             except JsbenchError:
                 return f"the analytic world cannot draw {entry['prompt']!r} (its prompts: `jsbench prompts --suite geneval --split all`)"
             for field in ("include", "exclude"):

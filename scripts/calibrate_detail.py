@@ -1,0 +1,62 @@
+#!/usr/bin/env python
+"""The detail world's calibration table at N = 3: default, uniform, searched global, searched per prompt,
+searched per instance (prompt x the texture mode the noise picks) and the many-step ceiling, on the
+held-out prompts; schedules are chosen on search seeds and reported on fresh seeds.
+
+    OMP_NUM_THREADS=1 python scripts/calibrate_detail.py                 # writes bench/results/calibration-detail.json
+    python scripts/calibrate_detail.py --search-seeds 4 --report-seeds 4 --points 8 --out /tmp/c.json   # quick
+
+About 25 minutes on the 2-core machine at the defaults.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from jsbench.backbones import load_backbone
+from jsbench.leaderboard import write_text_atomic
+from jsbench.suites import load_suite
+from jsbench.world.detail_calibration import calibrate_detail, candidate_grid
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--search-seeds", type=int, default=12, help="noises per prompt to choose schedules on (each row its own seed)")
+    ap.add_argument("--report-seeds", type=int, default=12, help="fresh noises per prompt to report on")
+    ap.add_argument("--points", type=int, default=10, help="log-spaced grid points in [--low, --high]; candidates are all pairs")
+    ap.add_argument("--low", type=float, default=0.008)
+    ap.add_argument("--high", type=float, default=0.8)
+    ap.add_argument("--ceiling-steps", type=int, default=100)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", type=Path, default=Path("bench/results/calibration-detail.json"))
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    start = time.perf_counter()
+    backbone = load_backbone("detail")
+    metas = [it.metadata for it in load_suite("geneval", backbone).items("test")]
+    cands = candidate_grid(args.points, args.low, args.high)
+    cal = calibrate_detail(backbone, metas, args.search_seeds, args.report_seeds, cands, args.ceiling_steps, log=lambda m: print(m, flush=True))
+    print(f"\ndetail world, N = {cal.steps}: {cal.n_prompts} held-out prompts ({cal.n_open_prompts} open: 'with stripes' / "
+          f"'with mixed stripes'), {cal.report_seeds} report seeds each (search: {cal.search_seeds} other seeds, {cal.candidates} candidates)")
+    print(f"{'schedule':<28}{'all prompts':>18}{'open prompts':>18}{'named texture':>18}")
+    for name, row in cal.rows.items():
+        print(f"{name:<28}" + "".join(f"{row[k][0]:>10.3f} ± {row[k][1]:.3f}" if k in row else f"{'-':>18}" for k in ("all", "open", "closed")))
+    print("paired over prompts:")
+    for name, row in cal.gains.items():
+        print(f"  {name:<48}" + "".join(f"{k}: {v[0]:+.3f} ± {v[1]:.3f}   " for k, v in row.items()))
+    print(f"searched global schedule: {cal.global_schedule}")
+    payload = {"command": "python scripts/calibrate_detail.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+               "seconds": round(time.perf_counter() - start, 1), **cal.to_dict()}
+    write_text_atomic(args.out, json.dumps(payload, indent=1) + "\n")
+    print(f"wrote {args.out} ({payload['seconds']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
