@@ -272,6 +272,9 @@ def test_compare_check_report_worse_better_and_missing(cli, tmp_path):
     assert ET.parse(reports[2]).getroot().find(".//testcase[@name='global · overall']/skipped") is not None
     code, out, err = cli(*check, "--strict")
     assert code == 1
+    # no committed leaderboard to check against: refused, exit 2
+    code, out, err = cli(*check[: check.index("--leaderboards")], "--leaderboards", tmp_path / "none", "--no-progress", "--check")
+    assert code == 2 and "committed leaderboard" in err and len(err.strip().splitlines()) == 1
     assert ET.parse(reports[2]).getroot().find(".//testcase[@name='global · overall']/failure").get("type") == "missing"
 
 
@@ -280,5 +283,28 @@ def test_compare_report_refusals_exit_2(cli, tmp_path):
     assert code == 2 and "suffix" in err and len(err.strip().splitlines()) == 1
     code, out, err = cli("compare", "--report", tmp_path / "r.md", "--no-progress")
     assert code == 2 and "--check" in err
-    code, out, err = cli("compare", "--check", "--leaderboards", tmp_path / "none", "--no-progress")
-    assert code == 2 and "committed leaderboard" in err
+
+
+def test_readme_workflow_and_ci_script_run_the_same_check(cli):
+    """The README's GitHub Actions example parses, publishes the Markdown report as the job summary,
+    uploads the reports and figures, and runs the very command `.ci/run` runs, with real options."""
+    import re
+    from pathlib import Path
+
+    yaml = pytest.importorskip("yaml")
+    root = Path(__file__).resolve().parent.parent
+    workflow = yaml.safe_load(re.search(r"```yaml\n(.*?)```", (root / "README.md").read_text(), re.S).group(1))
+    steps = next(iter(workflow["jobs"].values()))["steps"]
+    runs = [" ".join(s.get("run", "").split()) for s in steps]
+    check = next(r for r in runs if r.startswith("jsbench compare --check"))
+    assert any("python -m pytest" in r for r in runs) and any("pip install" in r for r in runs)
+    assert any(r.startswith("cat ci/regression.md >> \"$GITHUB_STEP_SUMMARY\"") for r in runs)
+    upload = next(s for s in steps if s.get("uses", "").startswith("actions/upload-artifact"))
+    assert upload["if"] == "always()" and upload["with"]["path"] == "ci/"
+    ci_run = (root / ".ci" / "run").read_text()
+    assert f"{check} || status=$?" in ci_run and "head -n 1 ci/regression.md" in ci_run
+    code, out, err = cli("compare", "--help")
+    assert code == 0
+    for option in re.findall(r"--[a-z-]+", check):
+        assert option in out, option
+    assert {"--report", "--strict", "--check"} <= set(re.findall(r"--[a-z-]+", out))
