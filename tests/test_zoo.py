@@ -301,7 +301,7 @@ def test_oss_rows_are_teacher_subsets_and_beat_evenly_spaced_subsets(analytic, s
     assert set(row.tolist()) <= set(teacher.tolist())
     assert cost == pytest.approx(_endpoint_mse(analytic, cond, x_T, row, teacher), rel=1e-4, abs=1e-9)
     even = teacher[torch.linspace(0, 20, steps + 1).round().long()]
-    assert cost <= _endpoint_mse(analytic, cond, x_T, even, teacher) + 1e-9
+    assert cost <= _endpoint_mse(analytic, cond, x_T, even, teacher) * (1 + 1e-6)  # equal at N = 1 (one path)
 
 
 def test_oss_is_cached_and_reused(analytic, monkeypatch):
