@@ -89,8 +89,11 @@ class PolicyKind(str, Enum):
 
 
 def _backbone(name: str, model: Optional[str], device: Optional[str], dtype: Optional[str] = None, offload: bool = False,
-              decode_chunk: Optional[int] = None):
+              decode_chunk: Optional[int] = None, progress: bool = True):
     from jsbench.backbones import load_backbone
+    from jsbench.progress import quiet_model_loading
+
+    quiet_model_loading(show_bars=progress)  # --no-progress also hides the libraries' loading bars
 
     return load_backbone(name, model, device, dtype=dtype, offload=offload, decode_chunk=decode_chunk)
 
@@ -157,6 +160,9 @@ def train(
                 raise JsbenchError(f"{out} already holds a run; pass --resume to continue it, --overwrite to replace it, or choose another --out")
 
     refuse_to_replace()  # before the lock: a refused folder is left exactly as it was
+    from jsbench.progress import quiet_model_loading
+
+    quiet_model_loading(show_bars=progress)
     with output_lock(out, "jsbench train") if get_context().is_main else contextlib.nullcontext():  # rank 0 writes OUT
         refuse_to_replace()  # again, now that no other run can write OUT
         trainer = Trainer(config, out)
@@ -182,12 +188,13 @@ def eval_(
     metadata: Optional[Path] = typer.Option(None, help="GenEval evaluation_metadata.jsonl to evaluate instead of the suite's test prompts (--suite geneval; on analytic, prompts the world draws)."),
     prompts_file: Optional[Path] = typer.Option(None, "--prompts-file", help="UTF-8 text file, one prompt of the suite a line: evaluate these instead of --split."),
     out: Path = typer.Option(Path("results/records.jsonl"), help="Records file (JSONL, appended atomically)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Images sampled per batch (default: the backbone's eval batch); finished batches survive a kill."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Rows per sampler call within an update (default: the backbone's train batch; B and K are unchanged)."),
     device: Optional[str] = typer.Option(None, help=_DEVICE_HELP),
     dtype: Optional[str] = typer.Option(None, help=_DTYPE_HELP),
     offload: bool = typer.Option(False, "--offload", help=_OFFLOAD_HELP),
     decode_chunk: Optional[int] = typer.Option(None, "--decode-chunk", min=1, help=_DECODE_HELP),
     progress: bool = typer.Option(True, help=_PROGRESS_HELP),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP),
     processes: int = typer.Option(1, "--processes", min=1, help="Shard the prompts over N local processes (runs torchrun; needs accelerate); records are gathered and written once."),
 ):
     """Evaluate one schedule on a suite and append its records."""
@@ -208,7 +215,7 @@ def eval_(
     ctx = get_context()
     if device is None and ctx.distributed and ctx.device.type != "cpu":
         device = str(ctx.device)  # one accelerator per process
-    bb = _backbone(backbone, model, device, dtype, offload, decode_chunk)
+    bb = _backbone(backbone, model, device, dtype, offload, decode_chunk, progress)
     s = load_suite(suite, bb, **({"metadata": str(metadata)} if metadata is not None else {}))
     items = items_for_prompts(s, prompt_list, prompts_file) if prompt_list is not None else None
     source = resolve_schedule(schedule, bb, steps, suite=s, log=lambda m: err.print(m, highlight=False, soft_wrap=True))
@@ -218,11 +225,18 @@ def eval_(
     records = make_records(bb, s, source, run)
     append_records(out, records)
     discard_partial(out)
-    table = RichTable(title=f"{suite} · {bb.name} · {source.label} · {source.steps} steps")
-    for col in ("task", "metric", "value", "stderr", "images"):
-        table.add_column(col)
+    if fmt != OutputFormat.table:  # every record field, exact
+        from dataclasses import asdict
+
+        rows = [asdict(r) for r in records]
+        columns = [c for c in rows[0] if c != "seeds"] if fmt == OutputFormat.csv else list(rows[0])
+        _write_rows(fmt, columns, rows)
+        return
+    table = _table(f"{suite} · {bb.name} · {source.label} · {source.steps} steps")
+    for col in ("task", "metric", "value ± SE", "prompts", "images"):
+        table.add_column(col, overflow="fold", justify="left" if col in ("task", "metric") else "right")
     for r in records:
-        table.add_row(r.task, r.metric, f"{r.value:.3f}", f"{r.stderr:.3f}", str(r.n_images))
+        table.add_row(r.task, r.metric, f"{r.value:.3f} ± {r.stderr:.3f}", str(r.n_prompts), str(r.n_images))
     console.print(table)
 
 
@@ -274,9 +288,9 @@ def compare(
         raise JsbenchError("--report and --strict go with --check: the report is that of the regression check")
     for path in report:
         report_format(path)  # an unknown suffix is refused before any weights load
-    bb = _backbone(backbone, model, device, dtype, offload, decode_chunk)
+    bb = _backbone(backbone, model, device, dtype, offload, decode_chunk, progress)
     s = load_suite(suite, bb)
-    others = [_backbone(name, other_model or None, device, dtype, offload, decode_chunk) for name, _, other_model in (d.partition("=") for d in distilled)]
+    others = [_backbone(name, other_model or None, device, dtype, offload, decode_chunk, progress) for name, _, other_model in (d.partition("=") for d in distilled)]
     cmd = compare_command(suite, backbone, list(steps), model, seeds, list(schedule), list(distilled))
     from jsbench.zoo import DEFAULT_ZOO, parse_zoo
 
@@ -355,15 +369,21 @@ def _print_compare_tables(tables, suite: str, fmt: "OutputFormat", tasks: bool) 
         sections = [{"suite": suite, "backbone": t.backbone, "model_id": t.model_id, "steps": t.steps, "command": t.command, "tasks": t.tasks, "rows": t.rows} for t in tables]
         sys.stdout.write(json.dumps(sections, indent=1) + "\n")
         return
+    def paired(value, stderr) -> str:
+        return "–" if value is None else f"{value:+.3f} ± {stderr:.3f}"
+
     for t in tables:
+        vs_global = any(row.get("delta_global") is not None for row in t.rows)
         table = _table(f"{suite} · {t.backbone} · {t.steps} steps")
-        for col in ["method", "steps", *(t.tasks if tasks else []), "overall ± SE", "Δ vs default ± SE"]:
+        for col in ["method", "steps", *(t.tasks if tasks else []), "overall ± SE", "Δ vs default", *(["Δ vs global"] if vs_global else [])]:
             table.add_column(col, overflow="fold", justify="left" if col == "method" else "right")
         for row in t.rows:
-            delta = "–" if row["delta"] is None else f"{row['delta']:+.3f} ± {row['delta_stderr']:.3f}"
             cells = [f"{row[k]:.3f}" if row[k] is not None else "–" for k in t.tasks] if tasks else []
-            table.add_row(row["method"], str(row["steps"]), *cells, f"{row['overall']:.3f} ± {row['stderr']:.3f}", delta)
+            table.add_row(row["method"], str(row["steps"]), *cells, f"{row['overall']:.3f} ± {row['stderr']:.3f}", paired(row["delta"], row["delta_stderr"]),
+                          *([paired(row.get("delta_global"), row.get("delta_global_stderr"))] if vs_global else []))
         console.print(table)
+    if tables and not tasks:
+        console.print("overall = mean of the task means; --tasks adds a column per task, --format csv|json gives every value", style="dim", highlight=False)
 
 
 @app.command()
@@ -439,8 +459,8 @@ def policies_list(
 ):
     """Every policy under ROOT with its backbone, steps, kind, baseline and reward."""
     from jsbench.policy import read_manifest
-
     from jsbench.workspace import display_path, project_dir
+
     root = root or project_dir("policies")
     if not root.is_dir():
         raise JsbenchError(f"no policies folder at {root}; pass --root FOLDER")
@@ -459,6 +479,20 @@ def policies_list(
     for r in rows:
         table.add_row(str(r["_short"]), *("–" if r[c] is None else str(r[c]) for c in columns[1:6]))
     console.print(table)
+
+
+def _write_rows(fmt: "OutputFormat", columns, rows: list[dict]) -> None:
+    """Rows as exact CSV or JSON on stdout (only `columns`; None is empty in CSV, null in JSON)."""
+    import csv
+    import json
+
+    if fmt == OutputFormat.json:
+        sys.stdout.write(json.dumps([{c: (str(r[c]) if isinstance(r[c], Path) else r[c]) for c in columns} for r in rows], indent=1) + "\n")
+        return
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(columns)
+    for r in rows:
+        writer.writerow(["" if r[c] is None else r[c] for c in columns])
 
 
 @policies_app.command("show")

@@ -67,6 +67,7 @@ def run_compare(
     ceiling_done = False
     plotted: dict[int, list] = {}
     made = []  # this run's records: the sections it writes hold these rows and no older ones
+    plan = []  # (steps, specs): every row first, so one bar covers them all
     for steps in steps_list:
         found = shipped_policies(policies_dir, backbone.name, steps)
         if not found:
@@ -79,34 +80,42 @@ def run_compare(
         if not ceiling_done:
             specs.append("ceiling")
             ceiling_done = True
-        reference = None
-        for spec in specs:
-            source = resolve_schedule(spec, backbone, steps, suite=suite, log=log)
-            plotted.setdefault(steps, []).append(source)
-            run = evaluate(backbone, suite, source, seeds_per_prompt=seeds, progress=progress, out=records_path, batch_size=batch_size)
-            runs[row_key(backbone.name, backbone.model_id, source.steps, source.label)] = run
-            if spec == "default":
-                reference = run
-            paired = reference if source.steps == steps and spec != "default" else None
-            records = make_records(backbone, suite, source, run, reference=paired)
-            made += records
-            append_records(records_path, records)
-            discard_partial(records_path)
-            log(f"  {source.label:<22} {steps if source.steps == steps else source.steps:>4} steps  done")
-        for other in distilled:
-            # a distilled sampler runs at its own default budget, on the same prompts and seeds, and is
-            # filed as a row of this backbone's table at this budget, so it sits beside the learned rows
-            own = int(getattr(other, "default_steps", steps))
-            source = resolve_schedule("default", other, own)
-            source.label = f"{other.name} ({own} steps, distilled)"
-            source.steps = steps
-            run = evaluate(other, suite, source, seeds_per_prompt=seeds, progress=progress, out=records_path, batch_size=batch_size)
-            runs[row_key(backbone.name, backbone.model_id, source.steps, source.label)] = run
-            records = make_records(backbone, suite, source, run, reference=reference)
-            made += records
-            append_records(records_path, records)
-            discard_partial(records_path)
-            log(f"  {source.label:<22} {own:>4} steps  done")
+        plan.append((steps, specs))
+    from jsbench.progress import image_bar
+
+    rows_total = sum(len(specs) + len(distilled) for _, specs in plan)
+    with image_bar(f"[bold]compare {backbone.name} · {suite.name}", rows_total * len(suite.items("test")) * seeds, progress) as bar:
+        for steps, specs in plan:
+            reference = None
+            for spec in specs:
+                source = resolve_schedule(spec, backbone, steps, suite=suite, log=log)
+                plotted.setdefault(steps, []).append(source)
+                bar.status(f"{source.label} · {source.steps} steps")
+                run = evaluate(backbone, suite, source, seeds_per_prompt=seeds, progress=False, out=records_path, batch_size=batch_size, on_images=bar.advance)
+                runs[row_key(backbone.name, backbone.model_id, source.steps, source.label)] = run
+                if spec == "default":
+                    reference = run
+                paired = reference if source.steps == steps and spec != "default" else None
+                records = make_records(backbone, suite, source, run, reference=paired)
+                made += records
+                append_records(records_path, records)
+                discard_partial(records_path)
+                log(f"  {source.label:<22} {steps if source.steps == steps else source.steps:>4} steps  done")
+            for other in distilled:
+                # a distilled sampler runs at its own default budget, on the same prompts and seeds, and is
+                # filed as a row of this backbone's table at this budget, so it sits beside the learned rows
+                own = int(getattr(other, "default_steps", steps))
+                source = resolve_schedule("default", other, own)
+                source.label = f"{other.name} ({own} steps, distilled)"
+                source.steps = steps
+                bar.status(source.label)
+                run = evaluate(other, suite, source, seeds_per_prompt=seeds, progress=False, out=records_path, batch_size=batch_size, on_images=bar.advance)
+                runs[row_key(backbone.name, backbone.model_id, source.steps, source.label)] = run
+                records = make_records(backbone, suite, source, run, reference=reference)
+                made += records
+                append_records(records_path, records)
+                discard_partial(records_path)
+                log(f"  {source.label:<22} {own:>4} steps  done")
     metric = suite.primary_metric
     tables = [t for t in build_tables(made, suite.name, metric) if t.steps in steps_list]
     for t in tables:

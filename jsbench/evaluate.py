@@ -127,7 +127,10 @@ def evaluate(
     out: Path | None = None,
     seed_base: int = EVAL_SEED_BASE,
     items: list | None = None,
+    on_images: Callable[[int], None] | None = None,
 ) -> EvalRun:
+    """Per-image scores of `source` on the suite's prompts x seeds. Progress: a bar of its own (per batch,
+    with images/s), or, given `on_images`, that callback with each batch's image count (compare's one bar)."""
     if batch_size is None:
         batch_size = eval_batch_size(backbone)  # memory-aware: the backbone declares how many rows fit
     if batch_size < 1:
@@ -153,11 +156,11 @@ def evaluate(
             except (json.JSONDecodeError, KeyError, TypeError):
                 continue  # the line the kill cut short is simply redone
     todo = [r for r in rows if (r[0].prompt, r[1], digests[id(r[0])]) not in done]
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from jsbench.progress import image_bar
 
-    columns = [TextColumn(f"[bold]eval {suite.name} · {source.label}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()]
-    with Progress(*columns, disable=not progress, transient=True) as bar:
-        task = bar.add_task("eval", total=len(rows), completed=len(rows) - len(todo))
+    with image_bar(f"[bold]eval {suite.name} · {source.label}", len(rows), progress and on_images is None) as bar:
+        advance = on_images or bar.advance
+        advance(len(rows) - len(todo))  # resumed from the side file
         for start in range(0, len(todo), batch_size):
             chunk = todo[start : start + batch_size]
             prompts = [it.prompt for it, _ in chunk]
@@ -173,7 +176,7 @@ def evaluate(
                 lines.append(json.dumps({"prompt": it.prompt, "seed": s, "item": digests[id(it)], "scores": sc}) + "\n")
             if partial is not None:
                 append_lines(partial, lines)
-            bar.update(task, advance=len(chunk))
+            advance(len(chunk))
     run = EvalRun(items=items, seeds=seeds, scores=[done[(it.prompt, s, digests[id(it)])] for it, s in rows])
     return run
 

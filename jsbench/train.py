@@ -233,12 +233,11 @@ class Trainer:
         return record
 
     def train(self, progress: bool = True, on_update: Callable[[dict], None] | None = None) -> SchedulePolicy:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+        from jsbench.progress import make_progress
 
         self.out.mkdir(parents=True, exist_ok=True)
-        columns = [TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), TextColumn("{task.fields[status]}")]
         progress = progress and self.dist.is_main
-        with Progress(*columns, disable=not progress, transient=False) as bar:
+        with make_progress("[bold]train", "updates", enabled=progress, transient=False, status=True) as bar:  # on stderr
             task = bar.add_task("train", total=self.config.iters, completed=self.iteration, status="")
             while self.iteration < self.config.iters:
                 it = self.iteration
