@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Sample efficiency: reward vs policy updates for each baseline on the analytic world.
+"""Sample efficiency: reward vs policy updates for each baseline on an embedded world (analytic by default).
 
 Every baseline trains the same instance policy from the same initialisation on the same contexts (a
 run's contexts and draws come from (seed, update) only), so curves differ only through the baseline.
@@ -16,6 +16,7 @@ for K = 2 and K = 4, 3 seeds each. Reported per (K, baseline):
 
     python scripts/bench_sample_efficiency.py                 # prints the table; --write: bench/results/sample_efficiency.json|.png
     python scripts/bench_sample_efficiency.py --iters 60 --seeds 0 --K 2    # quick
+    python scripts/bench_sample_efficiency.py --backbone detail --K 4 --baselines rloo js --write   # -> sample_efficiency-detail.json
 
 Finished runs are cached under runs/bench-sample-efficiency/ (keyed by their settings), so an
 interrupted benchmark resumes where it stopped; --fresh ignores the cache.
@@ -103,20 +104,20 @@ def first_reach(curve: list[float], target: float) -> int | None:
     return None
 
 
-def summarise(runs: dict, K: int, window: int, gain_frac: float = 0.9) -> dict:
+def summarise(runs: dict, K: int, window: int, gain_frac: float = 0.9, baselines: list[str] = BASELINES) -> dict:
     curves = {}
-    for b in BASELINES:
+    for b in baselines:
         seeds = [r["rewards"] for r in runs[(K, b)]]
         mean = [sum(v) / len(v) for v in zip(*seeds)]
         curves[b] = {"mean": mean, "smoothed": smoothed(mean, window), "per_seed_smoothed": [smoothed(s, window) for s in seeds]}
     T = len(curves["rloo"]["mean"])
     target = sum(curves["rloo"]["mean"][-window:]) / window
-    reach = {b: first_reach(curves[b]["smoothed"], target) for b in BASELINES}
+    reach = {b: first_reach(curves[b]["smoothed"], target) for b in baselines}
     # a steadier view of speed: updates to cover `gain_frac` of RLOO's improvement over the common start
     start = curves["rloo"]["smoothed"][0]
     gain_target = start + gain_frac * (target - start)
-    reach_gain = {b: first_reach(curves[b]["smoothed"], gain_target) for b in BASELINES}
-    finals = {b: sum(curves[b]["mean"][-window:]) / window for b in BASELINES}
+    reach_gain = {b: first_reach(curves[b]["smoothed"], gain_target) for b in baselines}
+    finals = {b: sum(curves[b]["mean"][-window:]) / window for b in baselines}
     # per seed: the seed's own rloo final as target, so the spread of the ratio is visible
     per_seed = []
     for s in range(len(runs[(K, "rloo")])):
@@ -131,7 +132,7 @@ def summarise(runs: dict, K: int, window: int, gain_frac: float = 0.9) -> dict:
                          "js_over_rloo": (u_j / u_r) if (u_j and u_r) else None,
                          "gain_rloo": g_r, "gain_js": g_j, "gain_js_over_rloo": (g_j / g_r) if (g_j and g_r) else None})
     held = {}
-    for b in BASELINES:
+    for b in baselines:
         vals = [r["held_out"]["value"] for r in runs[(K, b)] if r.get("held_out")]
         if vals:
             m = sum(vals) / len(vals)
@@ -139,17 +140,17 @@ def summarise(runs: dict, K: int, window: int, gain_frac: float = 0.9) -> dict:
             held[b] = {"mean": m, "seed_stderr": sd / math.sqrt(len(vals)), "per_seed": vals}
     u_js, u_rloo = reach["js"], reach["rloo"]
     return {
-        "K": K, "updates": T, "window": window, "rloo_final": target, "final": finals, "updates_to_rloo_final": reach,
+        "K": K, "baselines": list(baselines), "updates": T, "window": window, "rloo_final": target, "final": finals, "updates_to_rloo_final": reach,
         "js_over_rloo": (u_js / u_rloo) if (u_js and u_rloo) else None,
         "js_over_total": (u_js / T) if u_js else None,
         "gain_fraction": gain_frac, "gain_target": gain_target, "updates_to_gain": reach_gain,
         "gain_js_over_rloo": (reach_gain["js"] / reach_gain["rloo"]) if (reach_gain["js"] and reach_gain["rloo"]) else None,
         "per_seed": per_seed, "held_out": held, "curves": curves,
-        "seconds_per_update": {b: sum(r["seconds_per_update"] for r in runs[(K, b)]) / len(runs[(K, b)]) for b in BASELINES},
+        "seconds_per_update": {b: sum(r["seconds_per_update"] for r in runs[(K, b)]) / len(runs[(K, b)]) for b in baselines},
     }
 
 
-def plot(summaries: list[dict], path: Path) -> None:
+def plot(summaries: list[dict], path: Path, backbone: str = "analytic") -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -158,7 +159,7 @@ def plot(summaries: list[dict], path: Path) -> None:
     fig, axes = plt.subplots(1, len(summaries), figsize=(5.2 * len(summaries), 3.8), squeeze=False)
     for ax, s in zip(axes[0], summaries):
         x = list(range(1, s["updates"] + 1))
-        for b in BASELINES:
+        for b in s["baselines"]:
             c = s["curves"][b]
             ax.plot(x, c["smoothed"], color=COLOURS[b], lw=1.8 if b == "js" else 1.2, label=b)
             lo = [min(v) for v in zip(*c["per_seed_smoothed"])]
@@ -175,7 +176,7 @@ def plot(summaries: list[dict], path: Path) -> None:
         ax.set_ylabel(f"training reward (seed mean, centred {s['window']})")
         ax.grid(alpha=0.3, lw=0.4)
     axes[0][0].legend(fontsize=8, loc="lower right")
-    fig.suptitle("Sample efficiency on the analytic world (GenEval reward, 3 steps, B=16; band: seed min-max)", fontsize=10)
+    fig.suptitle(f"Sample efficiency on the {backbone} world (GenEval reward, 3 steps, B=16; band: seed min-max)", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -191,24 +192,30 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--policy", default="instance")
+    ap.add_argument("--backbone", default="analytic", help="an embedded-world backbone: analytic, or detail (the positive control)")
+    ap.add_argument("--baselines", nargs="+", default=BASELINES, choices=BASELINES, help="baselines to train (rloo and js are required)")
     ap.add_argument("--window", type=int, default=20, help="centred smoothing window, and the number of last updates whose mean is the 'final reward'")
     ap.add_argument("--eval-seeds", type=int, default=4, help="seeds per held-out prompt for the final policies (0: skip)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--fresh", action="store_true", help="ignore cached finished runs")
     where = ap.add_mutually_exclusive_group()  # nothing is written unless asked
-    where.add_argument("--write", action="store_true", help=f"replace the committed {COMMITTED.relative_to(ROOT)} and the .png")
+    where.add_argument("--write", action="store_true", help=f"replace the committed {COMMITTED.relative_to(ROOT)} (sample_efficiency-<backbone>.json for another backbone) and the .png")
     where.add_argument("--out", type=Path, default=None, help="write the JSON and the .png here instead")
     args = ap.parse_args(argv)
+    if not {"rloo", "js"} <= set(args.baselines):
+        ap.error("--baselines must include rloo and js (the comparison this benchmark makes)")
+    baselines = [b for b in BASELINES if b in args.baselines]
+    committed = COMMITTED if args.backbone == "analytic" else COMMITTED.with_name(f"sample_efficiency-{args.backbone}.json")
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
 
     runs: dict = {}
-    total = len(args.K) * len(BASELINES) * len(args.seeds)
+    total = len(args.K) * len(baselines) * len(args.seeds)
     done = 0
     for K in args.K:
         for seed in args.seeds:
-            for b in BASELINES:
-                cfg = TrainConfig(backbone="analytic", steps=args.steps, baseline=b, reward="geneval", suite="geneval", policy=args.policy,
+            for b in baselines:
+                cfg = TrainConfig(backbone=args.backbone, steps=args.steps, baseline=b, reward="geneval", suite="geneval", policy=args.policy,
                                   iters=args.iters, contexts=args.contexts, samples=K, lr=args.lr, seed=seed, checkpoint_every=10**9)
                 t = time.perf_counter()
                 r = run_one(cfg, args.eval_seeds, args.fresh)
@@ -217,14 +224,14 @@ def main(argv=None) -> int:
                 print(f"  [{done}/{total}] K={K} seed={seed} {b:<5} final reward {sum(r['rewards'][-args.window:]) / args.window:.3f}"
                       f"  held-out {r['held_out']['value'] if r['held_out'] else float('nan'):.3f}  ({time.perf_counter() - t:.0f}s)", flush=True)
 
-    summaries = [summarise(runs, K, args.window) for K in args.K]
-    print(f"\nsample efficiency, analytic world, {args.steps} steps, B={args.contexts}, {args.iters} updates, seeds {args.seeds}, "
+    summaries = [summarise(runs, K, args.window, baselines=baselines) for K in args.K]
+    print(f"\nsample efficiency, {args.backbone} world, {args.steps} steps, B={args.contexts}, {args.iters} updates, seeds {args.seeds}, "
           f"lr {args.lr}, smoothing {args.window}")
     head = f"{'K':>3}{'baseline':>10}{'final':>8}{'held-out':>16}{'updates to RLOO final':>24}{'/ rloo':>8}{'to 90% of RLOO gain':>22}{'/ rloo':>8}"
     print(head)
     print("-" * len(head))
     for s in summaries:
-        for b in BASELINES:
+        for b in baselines:
             u = s["updates_to_rloo_final"][b]
             ratio = f"{u / s['updates_to_rloo_final']['rloo']:.2f}" if (u and s["updates_to_rloo_final"]["rloo"]) else "-"
             h = s["held_out"].get(b)
@@ -240,12 +247,12 @@ def main(argv=None) -> int:
         print(f"    K={s['K']}: 90% of RLOO's gain ({s['gain_target']:.3f}): js after {s['updates_to_gain']['js']}, RLOO after "
               f"{s['updates_to_gain']['rloo']} updates: ratio {s['gain_js_over_rloo'] if s['gain_js_over_rloo'] is None else round(s['gain_js_over_rloo'], 3)}; per seed: {per}")
 
-    out = COMMITTED if args.write else args.out
+    out = committed if args.write else args.out
     if out is None:
-        print(f"\n(nothing written: --write replaces {COMMITTED.relative_to(ROOT)} and its .png, --out PATH writes elsewhere)")
+        print(f"\n(nothing written: --write replaces {committed.relative_to(ROOT)} and its .png, --out PATH writes elsewhere)")
         return 0
     png = out.with_suffix(".png")
-    plot(summaries, png)
+    plot(summaries, png, args.backbone)
     record = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(), "python": platform.python_version(), "torch": torch.__version__,
         "threads": args.threads, "command": "python scripts/bench_sample_efficiency.py " + " ".join(argv or sys.argv[1:]),

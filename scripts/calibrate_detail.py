@@ -3,10 +3,10 @@
 searched per instance (prompt x the texture mode the noise picks) and the many-step ceiling, on the
 held-out prompts; schedules are chosen on search seeds and reported on fresh seeds.
 
-    OMP_NUM_THREADS=1 python scripts/calibrate_detail.py                 # writes bench/results/calibration-detail.json
-    python scripts/calibrate_detail.py --search-seeds 4 --report-seeds 4 --points 8 --out /tmp/c.json   # quick
+    OMP_NUM_THREADS=1 python scripts/calibrate_detail.py --write         # replaces bench/results/calibration-detail.json
+    python scripts/calibrate_detail.py --search-seeds 4 --report-seeds 4 --points 8 --ceiling-steps 20   # quick, prints only
 
-About 25 minutes on the 2-core machine at the defaults.
+Nothing is written without --write or --out PATH. About 15 minutes on the 2-core machine at the defaults.
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ from jsbench.leaderboard import write_text_atomic
 from jsbench.suites import load_suite
 from jsbench.world.detail_calibration import calibrate_detail, candidate_grid
 
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = ROOT / "bench" / "results" / "calibration-detail.json"
+
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -34,7 +37,9 @@ def main(argv=None) -> int:
     ap.add_argument("--high", type=float, default=0.8)
     ap.add_argument("--ceiling-steps", type=int, default=100)
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--out", type=Path, default=Path("bench/results/calibration-detail.json"))
+    where = ap.add_mutually_exclusive_group()  # nothing is written unless asked
+    where.add_argument("--write", action="store_true", help=f"replace the committed {COMMITTED.relative_to(ROOT)}")
+    where.add_argument("--out", type=Path, default=None, help="write the JSON here instead")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
@@ -53,8 +58,12 @@ def main(argv=None) -> int:
     print(f"searched global schedule: {cal.global_schedule}")
     payload = {"command": "python scripts/calibrate_detail.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                "seconds": round(time.perf_counter() - start, 1), **cal.to_dict()}
-    write_text_atomic(args.out, json.dumps(payload, indent=1) + "\n")
-    print(f"wrote {args.out} ({payload['seconds']:.0f} s)")
+    out = COMMITTED if args.write else args.out
+    if out is None:
+        print(f"(nothing written: --write replaces {COMMITTED.relative_to(ROOT)}, --out PATH writes elsewhere)")
+        return 0
+    write_text_atomic(out, json.dumps(payload, indent=1) + "\n")
+    print(f"wrote {out} ({payload['seconds']:.0f} s)")
     return 0
 
 
