@@ -438,6 +438,7 @@ def schedules_plot(
 ):
     """Plot schedules (per prompt, and their spread over prompts x seeds) and an image grid per source."""
     from jsbench.evaluate import resolve_schedule
+    from jsbench.compare import suite_verdicts
     from jsbench.plots import plot_image_grid, plot_schedules
     from jsbench.suites import load_suite
 
@@ -447,7 +448,7 @@ def schedules_plot(
     prompts = list({it.task: it.prompt for it in s.items("test")}.values())[:6]
     for path in (
         plot_schedules(bb, sources, prompts, list(range(seeds)), out / "schedules.png"),
-        plot_image_grid(bb, sources, prompts, 0, out / "images.png"),
+        plot_image_grid(bb, sources, prompts, 0, out / "images.png", suite_verdicts(s, s.items("test"))),
     ):
         console.print(f"wrote {path}")
 

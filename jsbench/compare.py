@@ -169,27 +169,43 @@ def figure_links(leaderboard_dir: Path, suite: str) -> list[tuple[str, Path]]:
 
 def write_figures(backbone, suite, sources_by_steps: dict[int, list], policies_dir: Path, leaderboard_dir: Path) -> list[tuple[str, Path]]:
     """Schedules, their spread, image grids and training curves for each budget; one prompt per task."""
-    from jsbench.plots import plot_image_grid, plot_schedules, plot_training_curves
+    from jsbench.plots import plot_image_grid, plot_schedules, plot_training_curves, unique_labels
     from jsbench.train import read_log
 
     items = suite.items("test")
     prompts = list({it.task: it.prompt for it in items}.values())[:6]
+    passed = suite_verdicts(suite, items)
     out = []
     fig_dir = leaderboard_dir / "figures"
     for steps, sources in sources_by_steps.items():
         stem = f"{suite.name}-{backbone.name}-n{steps}"
         budget = [s for s in sources if s.steps == steps]
         out.append((f"{backbone.name} · {steps} steps · schedules", plot_schedules(backbone, budget, prompts, [0, 1, 2, 3], fig_dir / f"{stem}-schedules.png")))
-        out.append((f"{backbone.name} · {steps} steps · images (seed 0)", plot_image_grid(backbone, sources, prompts, 0, fig_dir / f"{stem}-images.png")))
+        out.append((f"{backbone.name} · {steps} steps · images (seed 0)", plot_image_grid(backbone, sources, prompts, 0, fig_dir / f"{stem}-images.png", passed)))
         logs = {}
-        for s in budget:
+        for s, label in zip(budget, unique_labels(budget)):
             if s.spec.startswith("policy:"):
                 log = Path(s.spec.partition(":")[2]) / "train_log.jsonl"
                 if log.exists():
-                    logs[s.label] = read_log(log)
+                    logs[label] = read_log(log)
         if logs:
             out.append((f"{backbone.name} · {steps} steps · training", plot_training_curves(logs, fig_dir / f"{stem}-training.png")))
     return out
+
+
+def suite_verdicts(suite, items):
+    """`passed(images, prompts) -> [bool | None]` for the image grids: the suite's primary metric per
+    image where it is a pass/fail verdict (GenEval's `correct`), None where it is a score (HPSv2)."""
+    by_prompt = {}
+    for it in items:
+        by_prompt.setdefault(it.prompt, it)
+    metric = suite.primary_metric
+
+    def passed(images, prompts):
+        values = [sc.get(metric) for sc in suite.score(images, [by_prompt[p] for p in prompts])]
+        return [bool(v) if v in (0, 1) else None for v in values]
+
+    return passed
 
 
 # --- the recipe behind `jsbench compare --all` ------------------------------------------------------------

@@ -120,3 +120,32 @@ def test_eval_progress_moves_per_small_batch():
     # the batch size changes when the bar moves, not a single score
     again = evaluate(bb, suite, resolve_schedule("default", bb, 3), seeds_per_prompt=2, progress=False, batch_size=512)
     assert again.scores == run.scores
+
+
+def test_figure_labels_are_unique_and_grids_mark_pass_and_fail(tmp_path):
+    from types import SimpleNamespace
+
+    from jsbench.backbones import load_backbone
+    from jsbench.compare import suite_verdicts
+    from jsbench.evaluate import resolve_schedule
+    from jsbench.plots import plot_image_grid, unique_labels
+    from jsbench.suites import load_suite
+
+    src = lambda label, spec: SimpleNamespace(label=label, spec=spec)
+    assert unique_labels([src("js", "policy:runs/a/js-n5"), src("js", "policy:runs/b/js-k8"), src("default", "default")]) == [
+        "js (js-n5)", "js (js-k8)", "default"]
+    assert unique_labels([src("js", "policy:runs/a/js-n5"), src("js", "policy:runs/b/js-n5")]) == ["js (runs/a/js-n5)", "js (runs/b/js-n5)"]
+    bb = load_backbone("analytic")
+    suite = load_suite("geneval", bb)
+    items = suite.items("test")
+    prompts = [items[0].prompt, items[-1].prompt]
+    seen = []
+
+    def passed(images, ps):
+        verdicts = suite_verdicts(suite, items)(images, ps)
+        seen.append(verdicts)
+        return verdicts
+
+    sources = [resolve_schedule("default", bb, 3), resolve_schedule("ceiling", bb, 3)]
+    path = plot_image_grid(bb, sources, prompts, 0, tmp_path / "grid.png", passed)
+    assert path.stat().st_size > 1000 and len(seen) == 2 and all(v in (True, False) for row in seen for v in row)
