@@ -16,7 +16,7 @@ from pathlib import Path
 
 from jsbench.results import PROVENANCE_FIELDS, Record, latest
 
-METHOD_ORDER = ["default", "uniform", "global", "js", "js (prompt-only)", "rloo", "xctx", "none"]
+METHOD_ORDER = ["default", "uniform", "global", "js", "js (prompt-only)", "js-plugin", "rloo", "xctx", "none"]
 ZOO_ORDER = {k: i for i, k in enumerate(["karras", "exponential", "beta", "ays", "oss", "searched", "file"])}
 
 

@@ -93,7 +93,7 @@ def plot_training_curves(logs: dict[str, list[dict]], path: Path, window: int = 
         if any(v is not None for v in lam):
             ax2.plot(its, smoothed([float("nan") if v is None else v for v in lam], window), label=label)
     ax.set_title(f"training reward (moving mean over {window} updates)", fontsize=10)
-    ax2.set_title("James–Stein shrinkage λ̂ (0 = RLOO, 1 = XCTX)", fontsize=10)
+    ax2.set_title("James–Stein shrinkage ĉ (0 = RLOO, 1 = the batch's mean level)", fontsize=10)
     for a in (ax, ax2):
         a.set_xlabel("update")
         a.grid(alpha=0.3)
