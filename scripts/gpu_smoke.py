@@ -19,6 +19,7 @@ The reward is the images' contrast (std of grey), so nothing beyond torch + diff
 
     python scripts/gpu_smoke.py --out bench/results/gpu_smoke.json        # CUDA, bf16 (~1-3 min on an H200)
     python scripts/gpu_smoke.py --cpu --out /tmp/smoke.json              # every stage at toy sizes, fp32, on CPU
+    python scripts/gpu_smoke.py --cpu --kinds --vae-side 64 --out /tmp/vae.json   # real-VAE decode memory, 512^2, CPU
 
 Exit status 0 only if every stage passed; the JSON says which failed and why.
 """
@@ -288,7 +289,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "gpu_smoke.json")
     ap.add_argument("--cpu", action="store_true", help="dry run on the CPU: every stage at toy sizes (32 px, 4 steps, fp32)")
-    ap.add_argument("--kinds", nargs="*", default=list(TINY_KINDS))
+    ap.add_argument("--kinds", nargs="*", default=list(TINY_KINDS), help="tiny families to check (none: only the VAE decode)")
+    ap.add_argument("--vae-side", type=int, default=None, help="latent side of the real-VAE decode (default 128 = 1024^2; 8 with --cpu)")
     args = ap.parse_args(argv)
     start = time.perf_counter()
     if args.cpu:
@@ -334,7 +336,7 @@ def main(argv=None) -> int:
             result["families"][kind] = fam
         if "flux-dev" in args.kinds:
             result["offload"] = stage("offload", lambda: offload_check(str(tmp / "flux-dev-tiny"), device, dtype))
-        side = 8 if args.cpu else 128
+        side = args.vae_side or (8 if args.cpu else 128)
         for family in ("sd3-flux", "sdxl"):
             result["vae_decode"][family] = stage(f"{family} VAE decode", lambda: decode_memory(family, side, device, dtype))
     result["seconds"] = round(time.perf_counter() - start, 1)
