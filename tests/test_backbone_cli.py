@@ -17,6 +17,7 @@ from tiny_pipelines import one_thread, tiny_dir
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
 
+@pytest.mark.slow
 def test_train_then_eval_flux_dev_from_a_local_folder(cli, tmp_path):
     model = str(tiny_dir("flux-dev"))
     code, out, err = cli(

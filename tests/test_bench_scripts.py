@@ -49,6 +49,7 @@ def test_bench_baselines(tmp_path, capsys):
     assert "nothing written" in capsys.readouterr().out and sorted(p.name for p in tmp_path.iterdir()) == before
 
 
+@pytest.mark.slow
 def test_bench_sample_efficiency(tmp_path, monkeypatch):
     mod = _script("sample_efficiency")
     monkeypatch.setattr(mod, "CACHE", tmp_path / "cache")
@@ -73,6 +74,7 @@ def test_bench_budgets(tmp_path, monkeypatch):
     assert row["js"]["origin"].startswith("trained here")
 
 
+@pytest.mark.slow
 def test_bench_cost(tmp_path):
     out = tmp_path / "cost.json"
     _script("cost").main(["--steps", "3", "--batches", "8", "--naive-batch", "8", "--repeats", "1", "--suite-seeds", "1", "--no-scale", "--out", str(out)])

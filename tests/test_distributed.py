@@ -160,6 +160,7 @@ def _cli(*args, env=None, timeout=300):
     return subprocess.run([sys.executable, "-m", "jsbench", *map(str, args)], capture_output=True, text=True, env=env, timeout=timeout)
 
 
+@pytest.mark.slow  # two torchrun processes, each building the world
 def test_cli_processes_2_end_to_end(tmp_path):
     """`jsbench train|eval --processes 2` through torchrun, on the text suite (cheap in fresh processes)."""
     pytest.importorskip("accelerate", reason="multi-process runs need accelerate (the `scale` and `test` extras)")

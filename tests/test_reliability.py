@@ -69,6 +69,7 @@ def test_kill_during_an_atomic_write_leaves_the_previous_version(tmp_path):
         assert len(data["payload"]) == 200_000
 
 
+@pytest.mark.slow  # subprocesses
 def test_concurrent_record_appends_never_interleave(tmp_path):
     path = tmp_path / "records.jsonl"
     code = (

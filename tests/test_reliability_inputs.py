@@ -272,11 +272,13 @@ def _run_uncached(tmp_path, columns: str | None):
     return proc.returncode, proc.stdout, proc.stderr
 
 
+@pytest.mark.slow  # a subprocess importing diffusers
 def test_uncached_hub_id_from_the_cli_names_it_and_the_fetch_command(tmp_path):
     """A fresh process with an empty Hugging Face cache (HF_HOME/HF_HUB_CACHE are read at import)."""
     line = one_line_error(_run_uncached(tmp_path, "1000"), "black-forest-labs/FLUX.1-dev", "hf download black-forest-labs/FLUX.1-dev")
     assert str(tmp_path / "hf" / "hub") in line  # the cache it looked in is the one the environment names
 
 
+@pytest.mark.slow  # a subprocess
 def test_a_long_refusal_stays_one_line_in_a_log_file(tmp_path):
     one_line_error(_run_uncached(tmp_path, None), "hf download black-forest-labs/FLUX.1-dev")

@@ -96,6 +96,7 @@ def test_the_worlds_geneval_suite_scores_it():
     assert isinstance(suite, GenEvalSuite)  # the world's prompts and exact detector, not OWLv2
 
 
+@pytest.mark.slow  # hundreds of DiT forwards
 def test_many_steps_draw_the_world_better_than_few_default_steps():
     """The pipeline's own 28 steps draw the held-out prompts clearly better than its 3 default steps
     (the headroom a learned schedule works with). Seeds are fixed, so the numbers are too: 0.226 vs 0.132
@@ -133,6 +134,7 @@ def _script():
     return mod
 
 
+@pytest.mark.slow
 def test_training_script_resumes_to_the_same_pipeline(tmp_path):
     """A run stopped part-way (in each stage) and rerun ends bit-identical to an uninterrupted run."""
     mod = _script()
@@ -163,6 +165,7 @@ def test_training_script_refuses_a_corrupt_checkpoint(tmp_path):
     assert "corrupt" in str(info.value) and "vae.pt" in str(info.value)
 
 
+@pytest.mark.slow
 def test_step_curve_script_writes_its_table(tmp_path):
     spec = importlib.util.spec_from_file_location("step_curve", ROOT / "scripts" / "step_curve.py")
     mod = importlib.util.module_from_spec(spec)

@@ -37,6 +37,7 @@ def test_one_step_lands_on_the_mixture_mean():
     assert torch.allclose(out, torch.zeros_like(out), atol=1e-9)
 
 
+@pytest.mark.slow  # renders every mode of every prompt
 def test_every_mode_of_every_prompt_is_judged_correct():
     # the modes themselves are valid images: the detector + GenEval rules accept all of them
     prompts = make_prompts()[::3]
