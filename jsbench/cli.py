@@ -338,7 +338,7 @@ def _compare_all(ctx: typer.Context, command, recipe: Path, **resolved) -> None:
         from typer._click.core import ParameterSource
     except ImportError:  # typer on the click package
         from click.core import ParameterSource
-    per_run = ("suite", "backbone", "model", "steps", "seeds", "schedule", "distilled")
+    per_run = ("suite", "backbone", "model", "steps", "seeds", "schedule", "distilled", "zoo")
     given = [n for n in per_run if ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE]
     if given:
         raise JsbenchError(f"--all takes --{given[0]} and the other per-run options from the recipe; drop --{given[0]} or run without --all")
@@ -348,7 +348,8 @@ def _compare_all(ctx: typer.Context, command, recipe: Path, **resolved) -> None:
     for run in read_recipe(recipe):
         err.print(f"[bold]{compare_command(run['suite'], run['backbone'], run['steps'], run['model'], run['seeds'], run['schedule'], run['distilled'])}[/]", highlight=False, soft_wrap=True)
         try:
-            command(ctx, **{**ctx.params, **resolved, **{k: run[k] for k in per_run}, "all_": False})
+            options = {k: run[k] for k in per_run if run[k] is not None or k == "model"}  # unset zoo: compare's default
+            command(ctx, **{**ctx.params, **resolved, **options, "all_": False})
             codes.append(0)
         except typer.Exit as exc:
             codes.append(exc.exit_code)

@@ -211,7 +211,7 @@ def suite_verdicts(suite, items):
 # --- the recipe behind `jsbench compare --all` ------------------------------------------------------------
 
 RECIPE_NAME = "recipe.json"
-RECIPE_KEYS = {"suite": str, "backbone": str, "steps": list, "model": str, "seeds": int, "schedule": list, "distilled": list}
+RECIPE_KEYS = {"suite": str, "backbone": str, "steps": list, "model": str, "seeds": int, "schedule": list, "distilled": list, "zoo": str}
 DEFAULT_SEEDS = 16
 
 
@@ -256,5 +256,5 @@ def read_recipe(path: str | Path) -> list[dict]:
                 raise JsbenchError(f"{where}: {key!r} is missing")
         if not run["steps"] or not all(isinstance(n, int) and n >= 1 for n in run["steps"]):
             raise JsbenchError(f"{where}: steps must be a list of step budgets, e.g. [3, 5]")
-        out.append({"model": None, "seeds": DEFAULT_SEEDS, "schedule": [], "distilled": [], **run})
+        out.append({"model": None, "seeds": DEFAULT_SEEDS, "schedule": [], "distilled": [], "zoo": None, **run})  # zoo None: compare's default
     return out

@@ -112,7 +112,7 @@ def test_compare_all_replaces_only_the_sections_it_evaluates_and_names_their_com
     lb.mkdir()
     for name in ("geneval.csv", "geneval.md"):
         shutil.copy(REPO / "leaderboards" / name, lb / name)
-    (lb / "recipe.json").write_text(json.dumps({"runs": [{"suite": "geneval", "backbone": "analytic", "steps": [5], "seeds": 1}]}))
+    (lb / "recipe.json").write_text(json.dumps({"runs": [{"suite": "geneval", "backbone": "analytic", "steps": [5], "seeds": 1, "zoo": "none"}]}))
     before = {t.key[:3]: t for t in tables_from_csv(read_committed(lb / "geneval.csv"))}
     code, out, err = cli("compare", "--all", "--leaderboards", lb, "--policies", tmp_path / "none", "--records", tmp_path / "r.jsonl",
                          "--no-plots", "--no-progress")
@@ -121,7 +121,7 @@ def test_compare_all_replaces_only_the_sections_it_evaluates_and_names_their_com
     after = {t.key[:3]: t for t in tables_from_csv(read_committed(lb / "geneval.csv"))}
     assert set(after) == set(before)  # no section dropped
     fresh = after[("analytic", "jsbench/analytic-scenes", 5)]
-    command = "jsbench compare --suite geneval --backbone analytic --steps 5 --seeds 1"
+    command = "jsbench compare --suite geneval --backbone analytic --steps 5 --seeds 1 --zoo none"
     assert [r["method"] for r in fresh.rows] == ["default", "ceiling (200 steps)"] and fresh.command == command
     for key in before:
         if key != fresh.key[:3]:
