@@ -66,6 +66,8 @@ def output_lock(folder: str | Path, what: str = "run"):
     import fcntl
 
     folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise JsbenchError(f"{folder} is a file, not a folder; choose another --out")
     created = not folder.exists()
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / LOCK_NAME

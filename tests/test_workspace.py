@@ -47,6 +47,8 @@ def test_train_refuses_a_folder_holding_a_policy_unless_overwrite(cli, tmp_path)
 def test_a_refused_train_leaves_no_empty_folder(cli, tmp_path):
     _one_line_refusal(cli("train", "--out", tmp_path / "new", "--baseline", "ppo"), "unknown baseline")
     assert not (tmp_path / "new").exists()
+    (tmp_path / "afile").write_text("x")
+    _one_line_refusal(cli("train", "--out", tmp_path / "afile"), "is a file, not a folder")
 
 
 def test_a_second_run_on_the_same_out_refuses_while_the_first_holds_it(cli, tmp_path):
