@@ -17,9 +17,10 @@ weights, and the initial noise decides which one a sample becomes (mostly the si
 anchors are far apart so that the mode is settled before any detail is resolved, and a schedule cannot
 steer every sample into the texture it resolves best).
 
-Decoder: the scene renderer draws the objects; the texture is diagonal stripes over every object, with
-the class's period, whose depth is STRIPE_DEPTH * A, A = min(|d| / (s(tau) sqrt(16)), 1) the detail
-energy relative to a true sample's (1 for a sample of the data, 0 for the blurry posterior mean).
+Decoder: the scene renderer draws the objects; the texture is diagonal stripes over every object's
+interior, with the period of the texture class nearest to tau, and depth STRIPE_DEPTH * A, where
+A = min(|d| / (s sqrt(16)), 1) is the detail energy relative to a true sample's at that class's scale s
+(1 for a sample of the data, 0 for the blurry posterior mean).
 Evaluator: the scene world's detector finds the objects; a matched filter over the four stripe patterns
 measures each object's stripe depth, and an object counts only if its texture is resolved (A >= 0.55).
 Then GenEval's rules apply as usual. Many-step sampling passes; a few-step schedule passes only if its
@@ -56,6 +57,7 @@ __all__ = [
     "detail_mixture",
     "render_detail",
     "detail_strength",
+    "texture_class",
     "texture_strength",
     "detect_detail",
     "interior_mask",
@@ -193,15 +195,16 @@ def _texture_position(tau: torch.Tensor) -> torch.Tensor:
     return ((tau - anchors[0]) / (anchors[1] - anchors[0])).clamp(0, len(TEXTURES) - 1)
 
 
+def texture_class(latents: torch.Tensor) -> torch.Tensor:
+    """Index into TEXTURES of the anchor nearest to each row's texture coordinate."""
+    return _texture_position(latents[:, TEXTURE_DIM].detach().to(torch.float64).cpu()).round().long()
+
+
 def detail_strength(latents: torch.Tensor) -> torch.Tensor:
-    """A = min(|d| / (s(tau) sqrt(D)), 1) per row: the detail energy relative to a sample of the data, with
-    s read off the latent's own texture coordinate (log-linear between anchors)."""
+    """A = min(|d| / (s sqrt(D)), 1) per row: the detail energy relative to a sample of the data, with s the
+    scale of the texture class the latent's own texture coordinate is nearest to (the class the stripes show)."""
     latents = latents.detach().to(torch.float64).cpu()
-    pos = _texture_position(latents[:, TEXTURE_DIM])
-    log_s = torch.tensor(np.log(TEXTURE_SCALES), dtype=torch.float64)
-    lo = pos.floor().long().clamp(max=len(TEXTURES) - 2)
-    frac = pos - lo
-    s = torch.exp(log_s[lo] * (1 - frac) + log_s[lo + 1] * frac)
+    s = torch.tensor(TEXTURE_SCALES, dtype=torch.float64)[texture_class(latents)]
     d = latents[:, TEXTURE_DIM + 1 : TEXTURE_DIM + 1 + DETAIL_DIM]
     return (d.norm(dim=1) / (s * math.sqrt(DETAIL_DIM))).clamp(0.0, 1.0)
 
@@ -228,7 +231,7 @@ def render_detail(latents: torch.Tensor) -> torch.Tensor:
     fg = ((image - bg).abs().amax(1) > FOREGROUND_THRESHOLD).to(torch.float32)[:, None]
     cross = torch.tensor([[0.0, 1.0, 0.0], [1.0, 1.0, 1.0], [0.0, 1.0, 0.0]])[None, None]
     interior = (torch.nn.functional.conv2d(fg, cross, padding=1) > 4.5).to(torch.float32)[:, 0]
-    cls = _texture_position(latents[:, TEXTURE_DIM].to(torch.float64)).round().long()
+    cls = texture_class(latents)
     depth = (STRIPE_DEPTH * detail_strength(latents)).to(torch.float32)
     lighten = 1.0 - depth[:, None, None] * _stripes(canvas)[cls] * interior  # [B, H, W]
     return bg + (image - bg) * lighten[:, None]

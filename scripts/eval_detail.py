@@ -1,0 +1,97 @@
+#!/usr/bin/env python
+"""Paired comparisons of the shipped detail-world policies (issue 14's positive control) at 3 steps.
+
+    OMP_NUM_THREADS=1 python scripts/eval_detail.py [--seeds 16] [--write | --out FILE]
+
+Evaluates default, the learned global, js (prompt + noise), js (prompt-only) and rloo policies in
+policies/detail/ and the ceiling on the held-out prompts with the evaluation seeds `jsbench compare`
+uses (the same images it scores), then prints GenEval overall (mean of task means) per method and paired
+differences (same prompts, same seeds) with standard errors:
+- on every held-out prompt (GenEval overall), and
+- on the prompts whose texture the noise decides ("with stripes", "with mixed stripes": where the world
+  puts per-noise headroom) and on the prompts that name their texture (share of images correct).
+Writes JSON only when told: --write replaces bench/results/detail_policies.json, --out FILE writes elsewhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from jsbench.backbones import load_backbone
+from jsbench.evaluate import evaluate, resolve_schedule
+from jsbench.leaderboard import write_text_atomic
+from jsbench.suites import load_suite
+from jsbench.world.detail import OPEN_PHRASES
+
+ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = ROOT / "bench" / "results" / "detail_policies.json"
+METHODS = {"global": "global-n3", "js": "js-n3", "js-prompt": "js-prompt-n3", "rloo": "rloo-n3"}
+PAIRS = [("js", "global"), ("js", "js-prompt"), ("js", "rloo"), ("js-prompt", "global"), ("global", "default"), ("js", "default")]
+
+
+def _mean_se(xs: list[float]) -> tuple[float, float]:
+    m = sum(xs) / len(xs)
+    return m, math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs)) if len(xs) > 1 else float("nan")
+
+
+def overall(rows: list[tuple[str, float]]) -> tuple[float, float]:
+    """GenEval overall (mean of task means) and its standard error from the per-task standard errors."""
+    by_task: dict[str, list[float]] = {}
+    for task, v in rows:
+        by_task.setdefault(task, []).append(v)
+    stats = [_mean_se(v) for v in by_task.values()]
+    return sum(m for m, _ in stats) / len(stats), math.sqrt(sum(se * se for _, se in stats)) / len(stats)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seeds", type=int, default=16)
+    ap.add_argument("--policies", type=Path, default=ROOT / "policies" / "detail")
+    where = ap.add_mutually_exclusive_group()
+    where.add_argument("--write", action="store_true", help=f"replace the committed {COMMITTED.relative_to(ROOT)}")
+    where.add_argument("--out", type=Path, help="write the JSON here instead")
+    args = ap.parse_args(argv)
+    bb = load_backbone("detail")
+    suite = load_suite("geneval", bb)
+    specs = {"default": "default", **{k: f"policy:{args.policies / v}" for k, v in METHODS.items()}, "ceiling": "ceiling"}
+    scores: dict[str, list[tuple[str, bool, float]]] = {}
+    for name, spec in specs.items():
+        run = evaluate(bb, suite, resolve_schedule(spec, bb, 3), seeds_per_prompt=args.seeds, progress=False)
+        scores[name] = [(it.task, it.metadata["texture"] in OPEN_PHRASES, sc["correct"]) for (it, _), sc in zip(run.rows(), run.scores)]
+        print(f"  {name} done", flush=True)
+    n_open = sum(o for _, o, _ in scores["default"]) // args.seeds
+    n_prompts = len(scores["default"]) // args.seeds
+    result = {"command": "python scripts/eval_detail.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+              "seeds": args.seeds, "prompts": n_prompts, "open_prompts": n_open, "methods": {}, "paired": {}}
+    print(f"\ndetail world, 3 steps: {n_prompts} held-out prompts x {args.seeds} seeds ({n_open} prompts whose texture the noise decides)")
+    print(f"{'method':<12}{'overall':>18}{'open prompts':>18}{'named texture':>18}")
+    for name, rows in scores.items():
+        o = overall([(t, v) for t, _, v in rows])
+        op = _mean_se([v for _, is_open, v in rows if is_open])
+        cl = _mean_se([v for _, is_open, v in rows if not is_open])
+        result["methods"][name] = {"overall": o, "open": op, "named": cl}
+        print(f"{name:<12}{o[0]:>10.3f} ± {o[1]:.3f}{op[0]:>10.3f} ± {op[1]:.3f}{cl[0]:>10.3f} ± {cl[1]:.3f}")
+    print("paired differences (same prompts and seeds):")
+    for a, b in PAIRS:
+        diff = [(t, x - y, is_open) for (t, is_open, x), (_, _, y) in zip(scores[a], scores[b])]
+        o = overall([(t, d) for t, d, _ in diff])
+        op = _mean_se([d for _, d, is_open in diff if is_open])
+        cl = _mean_se([d for _, d, is_open in diff if not is_open])
+        result["paired"][f"{a} - {b}"] = {"overall": o, "open": op, "named": cl}
+        print(f"  {a + ' - ' + b:<22}overall {o[0]:+.3f} ± {o[1]:.3f} ({o[0] / o[1]:+.1f} se)   open {op[0]:+.3f} ± {op[1]:.3f} "
+              f"({op[0] / op[1]:+.1f} se)   named {cl[0]:+.3f} ± {cl[1]:.3f}")
+    out = COMMITTED if args.write else args.out
+    if out is None:
+        print(f"(nothing written: --write replaces {COMMITTED.relative_to(ROOT)}, --out FILE writes elsewhere)")
+        return 0
+    write_text_atomic(out, json.dumps(result, indent=1) + "\n")
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
