@@ -201,3 +201,41 @@ def test_prompts_cli_lists_the_detail_world():
     out = CliRunner().invoke(app, ["prompts", "--backbone", "detail", "--split", "test"])
     assert out.exit_code == 0, out.output
     assert "stripes" in out.output
+
+
+def _load_script(name: str):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.slow
+def test_sample_efficiency_bench_runs_on_detail(tmp_path, monkeypatch):
+    import json
+
+    mod = _load_script("bench_sample_efficiency")
+    monkeypatch.setattr(mod, "CACHE", tmp_path / "cache")
+    out = tmp_path / "se.json"
+    mod.main(["--backbone", "detail", "--baselines", "rloo", "js", "--iters", "3", "--K", "2", "--seeds", "0", "--contexts", "4",
+              "--window", "2", "--eval-seeds", "0", "--out", str(out)])
+    s = json.loads(out.read_text())["summaries"][0]
+    assert set(s["curves"]) == {"rloo", "js"} and s["baselines"] == ["rloo", "js"]
+    assert all(json.loads(p.read_text())["config"]["backbone"] == "detail" for p in (tmp_path / "cache").glob("*.json"))
+
+
+def test_calibration_picks_schedules_per_prompt_and_per_noise_mode(backbone):
+    from jsbench.world.detail_calibration import calibrate_detail
+
+    metas = [_single("hairline stripes"), _single("broad stripes"), _single("mixed stripes")]
+    cands = torch.tensor([[1.0, 0.1, 0.025, 0.0], [1.0, 0.45, 0.2, 0.0]])
+    cal = calibrate_detail(backbone, metas, search_seeds=6, report_seeds=2, candidates=cands, ceiling_steps=10)
+    sched = cal.per_prompt_schedules
+    assert sched[metas[0]["prompt"]] == [0.1, 0.025] and sched[metas[1]["prompt"]] == [0.45, 0.2]
+    assert set(cal.per_instance_schedules) == {metas[2]["prompt"]}
+    assert set(cal.rows) == {"default", "uniform", "searched global", "searched per prompt", "searched per instance", "ceiling (10 steps)"}
+    assert cal.n_open_prompts == 1 and cal.rows["searched per prompt"]["all"][0] >= cal.rows["searched global"]["all"][0] - 1e-9
