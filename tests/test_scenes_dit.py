@@ -24,7 +24,15 @@ from jsbench.schedule import sigmas_from_increments
 from jsbench.suites import load_suite
 from jsbench.suites.geneval import GenEvalSuite
 
-from tiny_pipelines import one_thread, pipeline_kwargs  # noqa: F401  (fixture)
+from tiny_pipelines import one_thread  # noqa: F401  (fixture)
+
+
+def pipeline_kwargs(steps: int) -> dict:
+    """The reference call's settings, read from the shipped folder's jsbench.json (the model's own sampling
+    card), never from the adapter: an adapter whose guidance, size or T5 length drifted fails parity."""
+    card = json.loads((SHIPPED_WEIGHTS / "jsbench.json").read_text())
+    keys = ("height", "width", "max_sequence_length", "guidance_scale")
+    return dict({k: card[k] for k in keys}, num_inference_steps=steps)
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
@@ -74,7 +82,7 @@ def test_default_schedule_parity_with_the_diffusers_pipeline():
     bb = shipped()
     x = bb.initial_noise(SEEDS)
     lat = bb.sample_latents(x, bb.encode(PROMPTS), bb.default_sigmas(4, x))
-    ref = bb.pipe(PROMPTS, latents=x.clone(), output_type="latent", **pipeline_kwargs(bb, 4)).images
+    ref = bb.pipe(PROMPTS, latents=x.clone(), output_type="latent", **pipeline_kwargs(4)).images
     assert _max_rel(lat, ref) <= 1e-6
 
 
@@ -84,7 +92,7 @@ def test_per_row_schedules_match_single_row_pipeline_calls():
     inc = torch.from_numpy(np.random.default_rng(0).dirichlet(np.full(4, 1.5), size=3))
     sig = sigmas_from_increments(0.02 + (1 - 0.08) * inc).to(torch.float32)
     lat = bb.sample_latents(x, bb.encode(PROMPTS), sig)
-    kw = pipeline_kwargs(bb, 4)
+    kw = pipeline_kwargs(4)
     kw.pop("num_inference_steps")
     for b in range(3):
         ref = bb.pipe([PROMPTS[b]], latents=x[b : b + 1].clone(), sigmas=bb.pipeline_sigmas(sig[b]), output_type="latent", **kw).images
