@@ -218,7 +218,7 @@ def gradient_variance(steps: int, B: int, K: int, batches: int, seed: int, polic
         simplex = policy.sample_simplex(x_T, cond.pooled, K)
         sigmas = policy.sigmas(simplex).reshape(-1, steps + 1)
         rows = torch.arange(B).repeat_interleave(K)
-        images = trainer.backbone.sample(x_T[rows], cond.take(rows), sigmas.to(x_T.dtype))
+        images = trainer.backbone.sample(x_T[rows], cond.take(rows), sigmas)
         rewards = trainer.reward(images, [prompts[i] for i in rows.tolist()]).view(B, K).double()
         rewards_all.append(rewards)
         log_prob = policy.log_prob(x_T, cond.pooled, simplex)

@@ -73,7 +73,7 @@ def run_one(cfg: TrainConfig, eval_seeds: int, fresh: bool) -> dict:
 
             @staticmethod
             def make(x, c):
-                return policy.mean_sigmas(x, c.pooled).to(x.dtype)
+                return policy.mean_sigmas(x, c.pooled)
 
         run = evaluate(trainer.backbone, suite, _Source, eval_seeds, progress=False)
         metrics = {m.task: (m.value, m.stderr) for m in suite.aggregate(run.scores, [it for it, _ in run.rows()]) if m.metric == suite.primary_metric}
