@@ -208,7 +208,7 @@ def test_sigkilled_eval_resumes_without_redoing_finished_items(cli, tmp_path, mo
         [sys.executable, "-m", "jsbench", *args, "--out", str(killed)], cwd=tmp_path, env=env,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
-    kill_after = random.randint(2, 50) * batch  # some point part-way through 53 prompts x 16 seeds / 4 = 212 batches
+    kill_after = random.randint(2, 50) * batch  # some point part-way through 72 prompts x 16 seeds / 4 = 288 batches
     deadline = time.time() + 300
     while time.time() < deadline and victim.poll() is None and len(_partial_lines(killed.parent)) < kill_after:
         time.sleep(0.02)

@@ -111,7 +111,7 @@ def test_many_steps_draw_the_world_better_than_few_default_steps():
     when the shipped weights were trained; the bounds leave room for platform round-off only."""
     bb = shipped()
     suite = load_suite("geneval", bb)
-    reps = [it for it in suite.items("test") for _ in range(2)]  # all 53 held-out prompts, 2 seeds each
+    reps = [it for it in suite.items("test") for _ in range(2)]  # all 72 held-out prompts, 2 seeds each
     prompts = [it.prompt for it in reps]
     x = bb.initial_noise(list(range(len(prompts))))
     cond = bb.encode(prompts)
