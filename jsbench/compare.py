@@ -8,7 +8,8 @@ from pathlib import Path
 
 from jsbench import JsbenchError
 from jsbench.evaluate import discard_partial, evaluate, resolve_schedule
-from jsbench.leaderboard import Table, add_reference_deltas, build_tables, merge_tables, read_committed, render_csv, render_markdown, tables_from_csv, write_text_atomic
+from jsbench.io import write_text_atomic
+from jsbench.leaderboard import Table, add_reference_deltas, build_tables, merge_tables, read_committed, render_csv, render_markdown, tables_from_csv
 from jsbench.policy import read_manifest
 from jsbench.report import CheckReport, check_against_committed, read_scores, report_format, row_key, scores_path, write_report, write_scores
 from jsbench.results import append_records, make_records

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -26,6 +25,7 @@ import torch
 
 from jsbench import JsbenchError
 from jsbench.backbones.base import eval_batch_size
+from jsbench.io import append_lines, read_prompt_lines
 from jsbench.schedule import check_sigmas, shifted_sigmas, uniform_sigmas
 
 CEILING_STEPS = 200
@@ -188,25 +188,14 @@ def item_digest(item) -> str:
 
 def read_prompts_file(path: str | Path) -> list[str]:
     """One prompt a line, UTF-8 (a BOM is allowed); a final newline is fine, an empty line is not."""
-    path = Path(path)
-    if not path.is_file():
-        raise EvalError(f"prompts file {str(path)!r} not found")
     prompts: list[str] = []
     first: dict[str, int] = {}
-    for lineno, raw in enumerate(path.read_bytes().splitlines(), 1):
-        where = f"{path}:{lineno}"
-        try:
-            line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8").strip()
-        except UnicodeDecodeError as exc:
-            raise EvalError(f"{where}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); save the file as UTF-8") from None
-        if not line:
-            raise EvalError(f"{where}: empty line; give one prompt per line, with no blank lines")
+    for lineno, text in read_prompt_lines(path, EvalError):
+        line = text.strip()
         if line in first:
-            raise EvalError(f"{where}: {line!r} repeats line {first[line]}; each prompt once (--seeds sets the images per prompt)")
+            raise EvalError(f"{path}:{lineno}: {line!r} repeats line {first[line]}; each prompt once (--seeds sets the images per prompt)")
         first[line] = lineno
         prompts.append(line)
-    if not prompts:
-        raise EvalError(f"prompts file {str(path)!r} is empty; give one prompt per line")
     return prompts
 
 
@@ -235,17 +224,3 @@ def discard_partial(out: Path | None) -> None:
     for p in out.parent.glob(f".{out.name}.*.partial.jsonl"):
         p.unlink(missing_ok=True)
 
-
-def append_lines(path: Path, lines: list[str]) -> None:
-    """Append whole lines with one O_APPEND write + fsync: concurrent writers never interleave them."""
-    data = "".join(lines).encode()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            written = os.write(fd, view)
-            view = view[written:]
-        os.fsync(fd)
-    finally:
-        os.close(fd)

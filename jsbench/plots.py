@@ -5,10 +5,11 @@ Every figure is written atomically next to the table that links it.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import torch
+
+from jsbench.io import replacing
 
 
 def _pyplot():
@@ -21,10 +22,8 @@ def _pyplot():
 
 
 def _save(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp.png")
-    fig.savefig(tmp, dpi=110, bbox_inches="tight")
-    os.replace(tmp, path)
+    with replacing(path, ".tmp.png") as tmp:
+        fig.savefig(tmp, dpi=110, bbox_inches="tight")
     return path
 
 

@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import torch
 from torch import nn
 
 from jsbench import JsbenchError, __version__
+from jsbench.io import replacing, write_json_atomic
 from jsbench.schedule import default_floor, floor_increments, increments_from_sigmas, sigmas_from_increments, unfloor_increments
 
 LOG_ALPHA_MIN = math.log(1e-3)  # below this a Dirichlet sampler underflows to exact zeros
@@ -111,11 +111,9 @@ class SchedulePolicy(nn.Module):
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         weights = directory / "policy.safetensors"
-        tmp = weights.with_suffix(".safetensors.tmp")
-        save_file({k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}, str(tmp))
-        _fsync(tmp)
-        checksum = sha256_file(tmp)
-        os.replace(tmp, weights)
+        with replacing(weights) as tmp:
+            save_file({k: v.detach().contiguous().cpu() for k, v in self.state_dict().items()}, str(tmp))
+            checksum = sha256_file(tmp)
         full = {
             **manifest,
             "kind": self.config.kind,
@@ -213,22 +211,6 @@ def sha256_file(path: str | Path) -> str:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
-
-
-def _fsync(path: Path) -> None:
-    with open(path, "rb+") as f:
-        os.fsync(f.fileno())
-
-
-def write_json_atomic(path: str | Path, data) -> None:
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=True)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def read_manifest(directory: str | Path) -> dict:

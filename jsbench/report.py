@@ -28,7 +28,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from jsbench import JsbenchError
-from jsbench.leaderboard import _method_rank, provenance_key, write_text_atomic
+from jsbench.io import write_text_atomic
+from jsbench.leaderboard import _method_rank, provenance_key
 from jsbench.results import PROVENANCE_FIELDS
 
 REPORT_FORMATS = {".md": "markdown", ".json": "json", ".xml": "junit"}

@@ -16,8 +16,8 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
 from jsbench import JsbenchError, __version__
-from jsbench.evaluate import EvalRun, ScheduleSource, append_lines
-from jsbench.suites.base import mean_stderr
+from jsbench.evaluate import EvalRun, ScheduleSource
+from jsbench.io import append_lines
 
 PROVENANCE_FIELDS = ("detector", "color_model", "prompt_set", "ocr_engine", "reward_model")
 # a record is one (configuration, provenance, task, metric): numbers from another detector, colour model,
@@ -173,4 +173,4 @@ def latest(records: list[Record]) -> list[Record]:
     return list(newest.values())
 
 
-__all__ = ["Record", "KEY_FIELDS", "PROVENANCE_FIELDS", "make_records", "suite_provenance", "prompt_set_hash", "append_records", "read_records", "latest", "mean_stderr"]
+__all__ = ["Record", "KEY_FIELDS", "PROVENANCE_FIELDS", "make_records", "suite_provenance", "prompt_set_hash", "append_records", "read_records", "latest"]

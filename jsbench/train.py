@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -30,7 +29,8 @@ from jsbench.backbones import load_backbone
 from jsbench.backbones.base import sample_in_batches, train_batch_size
 from jsbench.baselines import advantages, validate_baseline
 from jsbench.distributed import DistContext, get_context
-from jsbench.policy import SchedulePolicy, make_policy, write_json_atomic
+from jsbench.io import replacing, write_json_atomic, write_text_atomic
+from jsbench.policy import SchedulePolicy, make_policy
 from jsbench.rewards import load_reward
 from jsbench.suites import load_suite
 
@@ -132,12 +132,8 @@ class Trainer:
             "config": asdict(self.config),
             "torch_rng": torch.get_rng_state(),
         }
-        tmp = self.checkpoint_path.with_name("checkpoint.pt.tmp")
-        with open(tmp, "wb") as f:
-            torch.save(state, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.checkpoint_path)
+        with replacing(self.checkpoint_path) as tmp:
+            torch.save(state, tmp)
 
     def resume(self) -> None:
         if not self.checkpoint_path.is_file():
@@ -172,9 +168,7 @@ class Trainer:
                     kept.append(ln)
             except (json.JSONDecodeError, KeyError):
                 break  # a line cut by the kill
-        tmp = self.log_path.with_name(self.log_path.name + ".tmp")
-        tmp.write_text("".join(k + "\n" for k in kept))
-        os.replace(tmp, self.log_path)
+        write_text_atomic(self.log_path, "".join(k + "\n" for k in kept))
 
     # ------------------------------------------------------------------------------------------ update
 

@@ -452,7 +452,7 @@ def _cache_path(kind: str, backbone, suite_name: str, steps: int) -> Path:
 
 def _cached(kind: str, backbone, suite_name: str, steps: int, key: dict, compute: Callable[[], tuple[torch.Tensor, dict]], log=None) -> torch.Tensor:
     """The cached row when its key matches, else compute, write atomically and return it."""
-    from jsbench.leaderboard import write_text_atomic
+    from jsbench.io import write_text_atomic
 
     path = _cache_path(kind, backbone, suite_name, steps)
     if path.is_file():

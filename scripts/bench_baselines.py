@@ -46,7 +46,7 @@ from jsbench.baselines import (  # noqa: E402
     rloo_baseline,
     xctx_baseline,
 )
-from jsbench.policy import write_json_atomic  # noqa: E402
+from jsbench.io import replacing, write_json_atomic  # noqa: E402
 
 BASELINES = {"none": none_baseline, "rloo": rloo_baseline, "xctx": xctx_baseline, "js": js_baseline, "js-plugin": js_plugin_baseline}
 ORACLE = "plug-in, true λ"
@@ -158,11 +158,9 @@ def plot_mse(rows: list[dict], path: Path, title: str) -> None:
     axes[0][0].legend(fontsize=6, loc="lower left")
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.stem + ".tmp" + path.suffix)
-    fig.savefig(tmp, dpi=100)
+    with replacing(path, ".tmp" + path.suffix) as tmp:
+        fig.savefig(tmp, dpi=100)
     plt.close(fig)
-    tmp.replace(path)
 
 
 # ------------------------------------------------------------------------------ 2. bandit gradient error

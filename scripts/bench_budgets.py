@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "bench" / "results" / "budgets.json"
 sys.path.insert(0, str(ROOT))
 
-from jsbench.leaderboard import write_text_atomic
+from jsbench.io import write_text_atomic
 from jsbench.backbones import load_backbone  # noqa: E402
 from jsbench.evaluate import CEILING_STEPS, evaluate, resolve_schedule  # noqa: E402
 from jsbench.results import make_records  # noqa: E402

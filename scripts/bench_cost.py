@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jsbench.backbones import load_backbone  # noqa: E402
+from jsbench.io import write_text_atomic  # noqa: E402
 from jsbench.schedule import floor_increments, increments_from_sigmas, sigmas_from_increments  # noqa: E402
 from jsbench.suites import available_suites, load_suite  # noqa: E402
 
@@ -379,10 +380,7 @@ def main(argv=None) -> int:
     if out is None:
         print("\n(nothing written: --write replaces bench/results/cost.json, --out PATH writes elsewhere)")
         return 0
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=1))
-    tmp.replace(out)
+    write_text_atomic(out, json.dumps(record, indent=1))
     print(f"\nwrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
     return 0
 

@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jsbench import JsbenchError  # noqa: E402
+from jsbench.io import write_text_atomic  # noqa: E402
 from jsbench.rewards.ocr import available_engines, load_engine  # noqa: E402
 
 WORDS = ["river", "OPEN", "Coffee", "jazz night", "Route 66", "garden", "SALE", "hello world", "Bakery", "exit"]
@@ -83,10 +84,7 @@ def main(argv: list[str] | None = None) -> dict:
     line = json.dumps(result)
     print(line)
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.out.with_name(args.out.name + ".tmp")
-        tmp.write_text(line + "\n")
-        os.replace(tmp, args.out)
+        write_text_atomic(args.out, line + "\n")
     return result
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import random
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from jsbench.io import write_text_atomic  # noqa: E402
 from jsbench.rewards.ocr import edit_distance  # noqa: E402
 
 
@@ -83,10 +83,7 @@ def main(argv: list[str] | None = None) -> dict:
     line = json.dumps(result)
     print(line)
     if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = args.out.with_name(args.out.name + ".tmp")
-        tmp.write_text(line + "\n")
-        os.replace(tmp, args.out)
+        write_text_atomic(args.out, line + "\n")
     if mismatches:
         print(f"error: {mismatches} pairs differ between rapidfuzz and the textbook programme", file=sys.stderr)
         raise SystemExit(1)

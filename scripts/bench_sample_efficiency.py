@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "bench" / "results" / "sample_efficiency.json"
 sys.path.insert(0, str(ROOT))
 
-from jsbench.leaderboard import write_text_atomic
+from jsbench.io import write_text_atomic
 from jsbench.train import TrainConfig, Trainer  # noqa: E402
 
 BASELINES = ["none", "rloo", "xctx", "js"]
@@ -79,10 +79,7 @@ def run_one(cfg: TrainConfig, eval_seeds: int, fresh: bool) -> dict:
         metrics = {m.task: (m.value, m.stderr) for m in suite.aggregate(run.scores, [it for it, _ in run.rows()]) if m.metric == suite.primary_metric}
         held_out = {"value": metrics["overall"][0], "stderr": metrics["overall"][1], "images": len(run.scores)}
     out = {"config": cfg.__dict__, "rewards": rewards, "seconds_per_update": sum(seconds) / len(seconds), "held_out": held_out}
-    CACHE.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(out))
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps(out))
     return out
 
 

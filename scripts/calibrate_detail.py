@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 from jsbench.backbones import load_backbone
-from jsbench.leaderboard import write_text_atomic
+from jsbench.io import write_text_atomic
 from jsbench.suites import load_suite
 from jsbench.world.detail_calibration import calibrate_detail, candidate_grid
 

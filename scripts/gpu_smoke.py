@@ -43,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from jsbench.backbones import load_backbone  # noqa: E402
 from jsbench.backbones.tiny import REAL_LATENT_SAMPLING, TINY_KINDS, TINY_SAMPLING, save_tiny_pipeline  # noqa: E402
-from jsbench.policy import write_json_atomic  # noqa: E402
+from jsbench.io import write_json_atomic  # noqa: E402
 from jsbench.rewards import register_reward  # noqa: E402
 from jsbench.schedule import check_sigmas, increments_from_sigmas, sigmas_from_increments  # noqa: E402
 from jsbench.suites import register_suite  # noqa: E402

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from jsbench.backbones import load_backbone
 from jsbench.evaluate import evaluate, resolve_schedule
-from jsbench.leaderboard import write_text_atomic
+from jsbench.io import write_text_atomic
 from jsbench.suites import load_suite
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from jsbench.backbones import load_backbone  # noqa: E402
 from jsbench.backbones.tiny import TINY_KINDS, TINY_SAMPLING, save_tiny_pipeline  # noqa: E402
-from jsbench.policy import write_json_atomic  # noqa: E402
+from jsbench.io import write_json_atomic  # noqa: E402
 
 PROMPTS = ["a red cat", "two blue dogs next to a car", "a sign that says hello world"]
 SEEDS = [11, 12, 13]

@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from jsbench.backbones import load_backbone
-from jsbench.leaderboard import write_text_atomic
+from jsbench.io import write_text_atomic
 from jsbench.world.calibration import score_grid
 from jsbench.world.scenes import make_prompts, split_prompts
 

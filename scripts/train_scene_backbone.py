@@ -157,12 +157,10 @@ class SceneData:
 
 # ---- checkpoints ---------------------------------------------------------------------------------------------
 def save_atomic(obj, path: Path) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        torch.save(obj, f)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    from jsbench.io import replacing
+
+    with replacing(path) as tmp:
+        torch.save(obj, tmp)
 
 
 def load_checkpoint(path: Path):

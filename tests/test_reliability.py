@@ -12,7 +12,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from jsbench.evaluate import evaluate, resolve_schedule, append_lines
+from jsbench.evaluate import evaluate, resolve_schedule
+from jsbench.io import append_lines
 from jsbench.results import read_records
 
 TRAIN = ["--steps", "3", "--iters", "8", "-B", "4", "-K", "2", "--seed", "5", "--checkpoint-every", "1", "--no-progress"]
@@ -51,11 +52,11 @@ def test_kill_during_an_atomic_write_leaves_the_previous_version(tmp_path):
     """A child process rewrites a manifest in a loop and is SIGKILLed mid-way: the file is always either
     the old or a new complete version, never a torn one."""
     target = tmp_path / "manifest.json"
-    from jsbench.policy import write_json_atomic
+    from jsbench.io import write_json_atomic
 
     write_json_atomic(target, {"version": 0, "payload": "x" * 200_000})
     code = (
-        "import sys; from jsbench.policy import write_json_atomic\n"
+        "import sys; from jsbench.io import write_json_atomic\n"
         "i = 1\n"
         "while True:\n"
         "    write_json_atomic(sys.argv[1], {'version': i, 'payload': 'y' * 200_000}); i += 1\n"
@@ -73,7 +74,7 @@ def test_kill_during_an_atomic_write_leaves_the_previous_version(tmp_path):
 def test_concurrent_record_appends_never_interleave(tmp_path):
     path = tmp_path / "records.jsonl"
     code = (
-        "import sys, json; from pathlib import Path; from jsbench.evaluate import append_lines\n"
+        "import sys, json; from pathlib import Path; from jsbench.io import append_lines\n"
         "for i in range(200):\n"
         "    append_lines(Path(sys.argv[1]), [json.dumps({'w': sys.argv[2], 'i': i, 'pad': 'z' * 5000}) + '\\n' for _ in range(3)])\n"
     )

@@ -17,7 +17,8 @@ from jsbench.evaluate import EvalRun
 from jsbench.leaderboard import CSV_FIELDS, provenance_key
 from jsbench.policy import make_policy
 from jsbench.report import CheckError, check_against_committed, read_scores, render_json, render_junit, render_markdown, report_format, row_key, scores_entry
-from jsbench.suites.base import EvalItem, aggregate_by_task, mean_stderr
+from jsbench.splits import mean_stderr
+from jsbench.suites.base import EvalItem, aggregate_by_task
 
 # --- library level: a two-task suite and hand-made per-image scores ---------------------------------
 

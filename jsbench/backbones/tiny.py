@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+from jsbench.io import write_text_atomic
+
 __all__ = ["TINY_KINDS", "build_tiny_pipeline", "save_tiny_pipeline", "save_all_tiny"]
 
 TINY_KINDS = ("sdxl", "sd35", "flux-dev", "flux-schnell")
@@ -290,9 +292,7 @@ def save_tiny_pipeline(kind: str, path: str | Path, seed: int = 0, sampling: dic
     pipe = build_tiny_pipeline(kind, seed=seed, **build)
     pipe.save_pretrained(path, safe_serialization=True)
     settings = TINY_SAMPLING[kind] if sampling is None else sampling
-    tmp = path / "jsbench.json.tmp"
-    tmp.write_text(json.dumps({"tiny": kind, **settings}, indent=1))
-    tmp.replace(path / "jsbench.json")
+    write_text_atomic(path / "jsbench.json", json.dumps({"tiny": kind, **settings}, indent=1))
     return path
 
 

@@ -8,6 +8,8 @@ from typing import Protocol, Sequence
 
 import torch
 
+from jsbench.splits import mean_stderr
+
 
 @dataclass(frozen=True)
 class EvalItem:
@@ -42,17 +44,6 @@ class Suite(Protocol):
         ...
 
     def aggregate(self, scores: Sequence[dict[str, float]], items: Sequence[EvalItem]) -> list[TaskMetric]: ...
-
-
-def mean_stderr(values: Sequence[float]) -> tuple[float, float]:
-    n = len(values)
-    if n == 0:
-        return float("nan"), float("nan")
-    mean = sum(values) / n
-    if n < 2:
-        return mean, float("nan")
-    var = sum((v - mean) ** 2 for v in values) / (n - 1)
-    return mean, math.sqrt(var / n)
 
 
 def aggregate_by_task(scores: Sequence[dict[str, float]], items: Sequence[EvalItem]) -> list[TaskMetric]:

@@ -224,7 +224,7 @@ class RealGenEvalSuite:
         return out
 
     def aggregate(self, scores, items) -> list[TaskMetric]:
-        from jsbench.suites.base import mean_stderr
+        from jsbench.splits import mean_stderr
 
         order = {t: i for i, t in enumerate(TASKS)}
         metrics = [m for m in aggregate_by_task(scores, items) if m.metric == "correct"]

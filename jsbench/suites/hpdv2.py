@@ -15,7 +15,6 @@ Per image: `hps` (100 * cosine under HPSv2 v2.0 or v2.1, with hpsv2's own prepro
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Sequence
 import torch
 
 from jsbench import JsbenchError
+from jsbench.splits import check_split, hashed_order, held_out_positions
 from jsbench.suites import register_suite
 from jsbench.suites.base import EvalItem, TaskMetric, aggregate_by_task
 
@@ -73,23 +73,18 @@ def load_hpdv2_prompts(prompts_dir: str | None = None, styles: Sequence[str] = S
     return {style: _read_style(_style_file(style, prompts_dir), style) for style in styles}
 
 
-def _stable_hash(text: str) -> int:
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
-
-
 def split_hpdv2(prompts: dict[str, list[str]], split: str) -> list[tuple[str, str]]:
     """(style, prompt) pairs of a split: `all`, or the hashed `test` quarter / `train` rest per style."""
-    if split not in ("train", "test", "all"):
-        raise ValueError(f"unknown split {split!r} (train, test or all)")
+    check_split(split)
     out = []
     for style, group in prompts.items():
         unique = list(dict.fromkeys(group))
         if split == "all":
             out += [(style, p) for p in unique]
             continue
-        for i, p in enumerate(sorted(unique, key=_stable_hash)):
-            if (i % 4 == 1) == (split == "test"):
-                out.append((style, p))
+        order = hashed_order(unique)
+        held = set(held_out_positions(len(order)))
+        out += [(style, p) for i, p in enumerate(order) if (i in held) == (split == "test")]
     return out
 
 

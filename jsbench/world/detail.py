@@ -29,7 +29,6 @@ steps sit at the prompt's scale, and for the open prompts at the scale the noise
 
 from __future__ import annotations
 
-import hashlib
 import math
 import re
 from functools import lru_cache
@@ -40,6 +39,7 @@ from scipy import ndimage
 
 from jsbench import JsbenchError
 from jsbench.rewards.geneval import Detection
+from jsbench.splits import stable_hash
 from jsbench.world.mixture import MixtureTable, PromptMixture
 from jsbench.world.scenes import BACKGROUND, LATENT_DIM as SCENE_DIM, make_prompts
 
@@ -95,10 +95,6 @@ class UnknownDetailPrompt(JsbenchError):
     pass
 
 
-def _stable_hash(text: str) -> int:
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
-
-
 def _normalise(prompt: str) -> str:
     return re.sub(r"\s+", " ", prompt.strip().lower())
 
@@ -114,7 +110,7 @@ def make_detail_prompts() -> list[dict]:
     phrases = list(PHRASES)
     out: list[dict] = []
     for tag in dict.fromkeys(p["tag"] for p in scene):
-        group = sorted((p for p in scene if p["tag"] == tag), key=lambda p: _stable_hash(p["prompt"]))
+        group = sorted((p for p in scene if p["tag"] == tag), key=lambda p: stable_hash(p["prompt"]))
         for i, meta in enumerate(group):
             chosen = phrases if len(group) <= SMALL_TASK else [phrases[i % len(phrases)]]
             for phrase in chosen:

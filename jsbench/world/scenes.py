@@ -13,7 +13,6 @@ fine modes), default colours and spread. The policy reads the words (`embed`), n
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 from dataclasses import dataclass
 
@@ -21,6 +20,7 @@ import numpy as np
 import torch
 
 from jsbench.rewards.geneval import RELATIONS, relative_position
+from jsbench.splits import check_split, hashed_order, held_out_positions, stable_hash
 from jsbench.world.mixture import PromptMixture
 
 LATENT_DIM = 24
@@ -175,16 +175,15 @@ def split_prompts(prompts: list[dict], split: str) -> list[dict]:
     25 of 100."""
     if split == "all":
         return list(prompts)
-    if split not in ("train", "test"):
-        raise ValueError(f"unknown split {split!r} (train, test or all)")
+    check_split(split)
     held: set[str] = set()
     for tag in dict.fromkeys(p["tag"] for p in prompts):
         groups: dict[str, list[dict]] = {}
         for p in prompts:
             if p["tag"] == tag:
                 groups.setdefault(prompt_rule(p), []).append(p)
-        order = sorted(groups, key=lambda rule: min(_stable_hash(p["prompt"]) for p in groups[rule]))
-        chosen = [i for i in range(len(order)) if i % 4 == 1]
+        order = hashed_order(groups, key=lambda rule: min(stable_hash(p["prompt"]) for p in groups[rule]))
+        chosen = held_out_positions(len(order))
         count = sum(len(groups[order[i]]) for i in chosen)
         for i in range(len(order)):
             if count >= MIN_HELD_OUT or len(chosen) >= len(order) - 1:
@@ -194,10 +193,6 @@ def split_prompts(prompts: list[dict], split: str) -> list[dict]:
                 count += len(groups[order[i]])
         held |= {order[i] for i in chosen}
     return [p for p in prompts if (prompt_rule(p) in held) == (split == "test")]
-
-
-def _stable_hash(text: str) -> int:
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
 
 
 # ---------------------------------------------------------------------------------------- arrangements
@@ -257,7 +252,7 @@ def arrangements(meta: dict, limit: int = MAX_COMPONENTS) -> list[list[tuple[int
         per_object.append([(c, cell) for c in colors for cell in grid_cells(spec.grid)])
     radii = [CLASSES[c].radius for c, _ in objects]
     slot_orders = list(itertools.permutations(range(SLOTS), len(objects)))
-    rng = np.random.default_rng(_stable_hash(meta["prompt"]) % 2**32)
+    rng = np.random.default_rng(stable_hash(meta["prompt"]) % 2**32)
     total = len(slot_orders) * int(np.prod([len(o) for o in per_object]))
     found: dict[tuple, list] = {}
     valid: dict[tuple, bool] = {}  # _valid depends on the cells alone: the objects and radii are the prompt's

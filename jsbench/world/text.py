@@ -31,7 +31,6 @@ positions fit on the canvas. A policy sees only `embed_text_prompt`, a bag of su
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -43,6 +42,8 @@ import numpy as np
 import torch
 
 from jsbench import JsbenchError
+from jsbench.io import read_prompt_lines
+from jsbench.splits import check_split, hashed_order, held_out_positions, sha256_digest
 from jsbench.world.mixture import PromptMixture
 from jsbench.world.scenes import LATENT_DIM
 
@@ -249,26 +250,8 @@ def make_text_prompts(seed: int = 0, n: int = 100, max_chars: int = 12) -> list[
 def load_text_prompts(path: str | os.PathLike) -> list[str]:
     """Prompts from a UTF-8 text file, one per line. Empty lines, bad encoding, lines without quoted
     text or with text the world cannot draw raise a TextWorldError naming the file and line."""
-    path = Path(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as err:
-        raise TextWorldError(f"cannot read text prompts from {path}: {err.strerror or err}") from None
-    if raw.startswith(b"\xef\xbb\xbf"):
-        raw = raw[3:]
-    lines = raw.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines = lines[:-1]  # the final newline ends the last line, it does not start an empty one
-    if not lines:
-        raise TextWorldError(f"{path} holds no prompts")
     prompts = []
-    for number, line in enumerate(lines, start=1):
-        try:
-            text = line.decode("utf-8").rstrip("\r")
-        except UnicodeDecodeError as err:
-            raise TextWorldError(f"{path}:{number}: not valid UTF-8 (byte {err.start}: {line[err.start:err.start + 1]!r})") from None
-        if not text.strip():
-            raise TextWorldError(f"{path}:{number}: empty line (one prompt per line)")
+    for number, text in read_prompt_lines(path, TextWorldError):
         try:
             parse_text_prompt(text)
         except TextWorldError as err:
@@ -554,8 +537,7 @@ def split_text_prompts(prompts: Sequence[str], split: str) -> list[str]:
     """A fixed split: every 4th prompt in a hashed order is held out for test."""
     if split == "all":
         return list(prompts)
-    if split not in ("train", "test"):
-        raise ValueError(f"unknown split {split!r} (train, test or all)")
-    order = sorted(prompts, key=lambda p: hashlib.sha256(p.encode()).digest())
-    held = {p for i, p in enumerate(order) if i % 4 == 1}
+    check_split(split)
+    order = hashed_order(prompts, key=sha256_digest)  # the whole digest's order (this split predates stable_hash)
+    held = {order[i] for i in held_out_positions(len(order))}
     return [p for p in prompts if (p in held) == (split == "test")]
