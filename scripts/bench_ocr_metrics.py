@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""OCR metric speed: `jsbench.rewards.ocr.edit_distance` (rapidfuzz) against the textbook dynamic programme.
+"""OCR metric speed: `jsbench.scoring.text.edit_distance` (rapidfuzz) against the textbook dynamic programme.
 
 Draws random OCR-like string pairs (lowercase letters, digits and spaces, 0-40 characters, seeded),
 checks that both give the same distance on every pair, and times each over the whole set (best of
@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jsbench.io import write_text_atomic  # noqa: E402
-from jsbench.rewards.ocr import edit_distance  # noqa: E402
+from jsbench.scoring.text import edit_distance  # noqa: E402
 
 
 def textbook_edit_distance(a: str, b: str) -> int:

@@ -12,7 +12,7 @@ import torch
 
 from jsbench import JsbenchError
 from jsbench.backbones import load_backbone
-from jsbench.rewards.geneval import evaluate_detections
+from jsbench.scoring.geneval import evaluate_detections
 from jsbench.schedule import check_sigmas
 from jsbench.world.detail import (
     DETAIL_DIM,

@@ -25,9 +25,9 @@ from jsbench.rewards.detectors import (
     detector_id,
     mask2bbox,
 )
-from jsbench.rewards.geneval import CLASSES, Detection, evaluate_detections, group_detections
+from jsbench.scoring.geneval import CLASSES, Detection, evaluate_detections, group_detections
 from jsbench.suites import load_suite
-from jsbench.suites.geneval_prompts import OFFICIAL_SHA256
+from jsbench.scoring.geneval_prompts import OFFICIAL_SHA256
 
 REAL = SimpleNamespace(name="sdxl", device=torch.device("cpu"))
 
@@ -348,7 +348,7 @@ def test_records_carry_provenance_and_old_records_still_load(tmp_path):
     recs = _records(tmp_path, official)
     prov = recs[0].provenance()
     assert prov["detector"] == "owl:google/owlv2-base-patch16-ensemble" and prov["color_model"].startswith("ViT-L-14:openai/fp32")
-    from jsbench.suites.geneval_prompts import make_geneval_prompts, prompt_set_hash
+    from jsbench.scoring.geneval_prompts import make_geneval_prompts, prompt_set_hash
 
     assert prov["prompt_set"] == prompt_set_hash(make_geneval_prompts()[:6]) and prov["ocr_engine"] is None
     from jsbench.results import prompt_set_hash as items_hash

@@ -15,10 +15,10 @@ import torch
 from jsbench import JsbenchError
 from jsbench.rewards.clip import ClipModel
 from jsbench.rewards.detectors import ColorClassifier, MMDetDetector, OwlDetector, WorldDetector, nms, owl_postprocess
-from jsbench.rewards.geneval import Detection
+from jsbench.scoring.geneval import Detection
 from jsbench.suites import load_suite
 from jsbench.suites.geneval import GenEvalSuite, RealGenEvalSuite
-from jsbench.suites.geneval_prompts import (
+from jsbench.scoring.geneval_prompts import (
     COCO_CLASSES,
     COLORS,
     OFFICIAL_SHA256,

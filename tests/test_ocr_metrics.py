@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from jsbench.rewards.ocr import (
+from jsbench.scoring.text import (
     edit_distance,
     exact_match,
     f1_score,

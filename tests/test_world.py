@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from jsbench.backbones import load_backbone
-from jsbench.rewards.geneval import Detection, evaluate_detections, relative_position
+from jsbench.scoring.geneval import Detection, evaluate_detections, relative_position
 from jsbench.schedule import uniform_sigmas
 from jsbench.world.detect import detect
 from jsbench.world.mixture import MixtureTable, PromptMixture, euler_flow

@@ -28,7 +28,7 @@ class UnknownReward(JsbenchError):
     pass
 
 
-_MODULES: dict[str, str] = {"geneval": "jsbench.suites.geneval", "ocr": "jsbench.rewards.ocr", "hps": "jsbench.rewards.clip", "clip": "jsbench.rewards.clip"}
+_MODULES: dict[str, str] = {"geneval": "jsbench.rewards.geneval", "ocr": "jsbench.rewards.ocr", "hps": "jsbench.rewards.clip", "clip": "jsbench.rewards.clip"}
 
 
 _REGISTRY = Registry("reward", UnknownReward, _MODULES)

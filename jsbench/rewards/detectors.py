@@ -52,7 +52,7 @@ import torch
 import torch.nn.functional as F
 
 from jsbench import JsbenchError
-from jsbench.rewards.geneval import CLASSES, COLORS, CONFIDENCE, Detection
+from jsbench.scoring.geneval import CLASSES, COLORS, CONFIDENCE, Detection
 
 __all__ = [
     "Detector",

@@ -1,130 +1,216 @@
-"""GenEval's scoring rules, applied to detections of one image.
+"""The `geneval` reward, and the two GenEval scorers it shares with the `geneval` suite.
 
-The rules follow GenEval (Ghosh et al., 2023): detections above a confidence threshold (0.3; 0.9 for the
-counting task), at most 16 per class, highest confidence first. Every `include` group needs `count`
-objects of its class, optionally of a colour and at a position relative to an earlier group; every
-`exclude` group fails the image when `count` or more objects of its class are found. Position compares
-box centres after subtracting a margin of 0.1 * (w_A + w_B) (and h) from the offset.
+A scorer knows a prompt set's GenEval metadata and turns images into GenEval verdicts (1.0 correct, 0.0
+not) with the rules of `jsbench.scoring.geneval`:
+- `WorldGenEvalScorer`: the embedded world's prompts (or a GenEval metadata file over them) and its exact
+  detector on the rendered pixels (`jsbench.world.detect`, or a backbone's own world: `geneval_world`).
+- `RealGenEvalScorer`: GenEval's official prompts (or any metadata file), a real detector and GenEval's
+  CLIP colour rule (`jsbench.rewards.detectors`), loaded on first scoring, local files only.
+The suite (`jsbench.suites.geneval`) adds items, splits and aggregation on top of these classes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Sequence
 
-import numpy as np
+import torch
 
-CONFIDENCE = 0.3
-COUNTING_CONFIDENCE = 0.9
-MAX_OBJECTS = 16
-POSITION_MARGIN = 0.1
-TASKS = ("single_object", "two_object", "counting", "colors", "position", "color_attr")
-RELATIONS = ("left of", "right of", "above", "below")
-# GenEval's object names (its object_names.txt): the 80 COCO classes in COCO's label order, so a closed-set
-# COCO detector's label i is CLASSES[i]. Its ten colour names, in the order its colour classifier uses.
-CLASSES: tuple[str, ...] = (
-    "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck", "boat",
-    "traffic light", "fire hydrant", "stop sign", "parking meter", "bench", "bird", "cat", "dog",
-    "horse", "sheep", "cow", "elephant", "bear", "zebra", "giraffe", "backpack", "umbrella",
-    "handbag", "tie", "suitcase", "frisbee", "skis", "snowboard", "sports ball", "kite",
-    "baseball bat", "baseball glove", "skateboard", "surfboard", "tennis racket", "bottle",
-    "wine glass", "cup", "fork", "knife", "spoon", "bowl", "banana", "apple", "sandwich", "orange",
-    "broccoli", "carrot", "hot dog", "pizza", "donut", "cake", "chair", "couch", "potted plant",
-    "bed", "dining table", "toilet", "tv", "laptop", "computer mouse", "tv remote",
-    "computer keyboard", "cell phone", "microwave", "oven", "toaster", "sink", "refrigerator",
-    "book", "clock", "vase", "scissors", "teddy bear", "hair drier", "toothbrush",
-)  # fmt: skip
-COLORS: tuple[str, ...] = ("red", "orange", "yellow", "green", "blue", "purple", "pink", "brown", "black", "white")
+from jsbench import JsbenchError
+from jsbench.rewards import register_reward
+from jsbench.scoring.geneval import evaluate_detections
+
+__all__ = ["WorldGenEvalScorer", "RealGenEvalScorer", "GenEvalReward", "draws_embedded_world", "geneval_scorer"]
 
 
-@dataclass(frozen=True)
-class Detection:
-    """One detected object: class name, box (x0, y0, x1, y1) in pixels, confidence, colour name or None,
-    and the detector's mask (a bool [H, W] tensor of the image) when it has one."""
-
-    label: str
-    box: tuple[float, float, float, float]
-    confidence: float
-    color: str | None = None
-    mask: Any = field(default=None, compare=False, repr=False)
+def draws_embedded_world(backbone) -> bool:
+    """Whether the backbone draws the embedded scene world (`analytic`, and `scenes-dit`, trained on its
+    renders): its images are scored by the world's own prompts and exact detector. Backbones say so
+    with the protocol's optional attribute `draws_embedded_world = True`."""
+    return backbone is None or bool(getattr(backbone, "draws_embedded_world", False))
 
 
-def relative_position(box_a: Sequence[float], box_b: Sequence[float]) -> set[str]:
-    """Relations of A with respect to B ("left of", ...), factoring in object sizes as GenEval does."""
-    a = np.asarray(box_a, dtype=np.float64).reshape(2, 2)
-    b = np.asarray(box_b, dtype=np.float64).reshape(2, 2)
-    centre_a, centre_b = a.mean(0), b.mean(0)
-    dim_a, dim_b = np.abs(a[1] - a[0]), np.abs(b[1] - b[0])
-    offset = centre_a - centre_b
-    revised = np.maximum(np.abs(offset) - POSITION_MARGIN * (dim_a + dim_b), 0.0) * np.sign(offset)
-    if np.all(np.abs(revised) < 1e-3):
-        return set()
-    dx, dy = revised / np.linalg.norm(offset)
-    relations = set()
-    if dx < -0.5:
-        relations.add("left of")
-    if dx > 0.5:
-        relations.add("right of")
-    if dy < -0.5:
-        relations.add("above")
-    if dy > 0.5:
-        relations.add("below")
-    return relations
+class WorldGenEvalScorer:
+    """GenEval verdicts on the embedded world: its prompts and its exact detector."""
+
+    def __init__(self, backbone=None):
+        if not draws_embedded_world(backbone):
+            raise JsbenchError(
+                f"the embedded-world geneval suite runs on backbones that draw the embedded world (analytic, scenes-dit); use load_suite('geneval', backbone) for {backbone.name!r}"
+            )
+        from jsbench.world.detect import detect
+        from jsbench.world.scenes import make_prompts, split_prompts
+
+        # a backbone may draw a variant of the world with its own prompts and detector (`detail`)
+        self._world = getattr(backbone, "geneval_world", None)
+        self._detect = self._world.detect if self._world is not None else detect
+        self._prompts = self._world.geneval_prompts() if self._world is not None else make_prompts()
+        self._split = split_prompts
+        self._by_prompt = {p["prompt"]: p for p in self._prompts}
+
+    _file_prompts: list[dict] | None = None  # set by `use_metadata`
+
+    def provenance(self) -> dict:
+        """The world's exact detector finds objects and their colours from the rendered pixels."""
+        from jsbench.rewards.detectors import WORLD_ID
+
+        detector = getattr(self._world, "detector_id", WORLD_ID)
+        return {"detector": detector, "color_model": WORLD_ID}
+
+    def use_metadata(self, path):
+        """Evaluate on a GenEval metadata file (hand-edited rules included) instead of the world's test
+        split. Its prompts must be ones the world draws, its classes and colours the world's: a
+        detector that can never see a class would score 0 in silence, so such a line is refused."""
+        from jsbench.scoring.geneval_prompts import load_metadata
+        from jsbench.world import parse_prompt
+        from jsbench.world.scenes import COLORS, SHAPES
+
+        def check(entry: dict) -> str | None:
+            try:
+                (self._world().validate if self._world is not None else parse_prompt)(entry["prompt"])
+            except JsbenchError:
+                return f"the analytic world cannot draw {entry['prompt']!r} (its prompts: `jsbench prompts --suite geneval --split all`)"
+            for field in ("include", "exclude"):
+                for i, req in enumerate(entry.get(field, [])):
+                    if req["class"] not in SHAPES:
+                        return f"{field}[{i}].class {req['class']!r} is not a shape the analytic world draws ({', '.join(SHAPES)})"
+                    if "color" in req and req["color"] not in COLORS:
+                        return f"{field}[{i}].color {req['color']!r} is not a colour of the analytic world ({', '.join(COLORS)})"
+            return None
+
+        self._file_prompts = load_metadata(path, check=check)
+        self._by_prompt = {**self._by_prompt, **{p["prompt"]: p for p in self._file_prompts}}
+        return self
+
+    def metadata(self, prompt: str) -> dict:
+        meta = self._by_prompt.get(prompt)
+        if meta is None:
+            raise JsbenchError(f"prompt {prompt!r} is not part of the geneval suite")
+        return meta
+
+    def judge(self, images: torch.Tensor, metas: Sequence[dict]) -> list[float]:
+        """1.0 or 0.0 per image: GenEval's verdict on its metadata entry."""
+        return [float(evaluate_detections(d, m)[0]) for d, m in zip(self._detect(images), metas)]
 
 
-def group_detections(detections: Sequence[Detection], tag: str) -> dict[str, list[Detection]]:
-    """Per class, the detections above the task's threshold, most confident first, at most 16.
+class RealGenEvalScorer:
+    """GenEval verdicts on real images: GenEval-structured prompts, a transformers detector, CLIP colours."""
 
-    The order is GenEval's: numpy's argsort of the class's confidences (float32, in the order the
-    detector listed them), reversed, so of two equal confidences the later-listed detection comes first."""
-    threshold = COUNTING_CONFIDENCE if tag == "counting" else CONFIDENCE
-    listed: dict[str, list[Detection]] = {}
-    for det in detections:
-        listed.setdefault(det.label, []).append(det)
-    by_class: dict[str, list[Detection]] = {}
-    for name, dets in listed.items():
-        scores = np.asarray([d.confidence for d in dets], dtype=np.float32)
-        kept = [dets[i] for i in np.argsort(scores)[::-1] if scores[i] > threshold][:MAX_OBJECTS]
-        if kept:
-            by_class[name] = kept
-    return by_class
+    def __init__(
+        self,
+        backbone=None,
+        metadata: str | None = None,
+        detector=None,
+        color_model: str | None = None,
+        color_classifier=None,
+        seed: int | None = None,
+        train_seeds=None,
+        device=None,
+    ):
+        from jsbench.scoring.geneval_prompts import OFFICIAL_SEED, TRAIN_SEEDS, load_metadata, make_geneval_prompts
 
+        seed = OFFICIAL_SEED if seed is None else seed
+        self._prompts = load_metadata(metadata) if metadata is not None else make_geneval_prompts(seed)
+        self._train_seeds = tuple(train_seeds) if train_seeds is not None else tuple(s for s in TRAIN_SEEDS if s != seed) or (seed + 1,)
+        self._by_prompt = {p["prompt"]: p for p in self._prompts}
+        self._detector_spec = detector
+        self._detector = None if detector is None or isinstance(detector, str) else detector
+        self._color = color_classifier
+        self._color_model = color_model
+        self._device = device if device is not None else getattr(backbone, "device", None)
 
-def evaluate_detections(detections: Sequence[Detection], metadata: dict) -> tuple[bool, str]:
-    """(correct, reason) for one image under one GenEval metadata entry."""
-    objects = group_detections(detections, metadata.get("tag", ""))
-    correct = True
-    reasons: list[str] = []
-    matched_groups: list[list[Detection] | None] = []
-    for req in metadata.get("include", []):
-        name, count = req["class"], int(req["count"])
-        found = objects.get(name, [])[:count]
-        matched = True
-        if len(found) < count:
-            correct = matched = False
-            reasons.append(f"expected {name}>={count}, found {len(found)}")
+    def provenance(self) -> dict:
+        """What produced this suite's scores, known without loading a model: the detector, the colour
+        model, and the sha256 of the test prompt set (GenEval's serialisation; the official file's hash for
+        the official prompts)."""
+        from jsbench.rewards.detectors import ColorClassifier, detector_id
+        from jsbench.scoring.geneval_prompts import prompt_set_hash
+
+        if self._detector is not None:
+            det = str(getattr(self._detector, "id", None) or getattr(self._detector, "name", "custom"))
         else:
-            if "color" in req:
-                colors = [d.color for d in found]
-                if colors.count(req["color"]) < count:
-                    correct = matched = False
-                    reasons.append(f"expected {req['color']} {name}>={count}, found {colors}")
-            if "position" in req and matched:
-                relation, target = req["position"]
-                targets = matched_groups[target] if target < len(matched_groups) else None
-                if targets is None:
-                    correct = matched = False
-                    reasons.append(f"no target for {name} to be {relation}")
-                else:
-                    for obj in found:
-                        if any(relation not in relative_position(obj.box, tgt.box) for tgt in targets):
-                            correct = matched = False
-                            reasons.append(f"expected {name} {relation} target")
-                            break
-        matched_groups.append(found if matched else None)
-    for req in metadata.get("exclude", []):
-        name, count = req["class"], int(req["count"])
-        if len(objects.get(name, [])) >= count:
-            correct = False
-            reasons.append(f"expected {name}<{count}, found {len(objects[name])}")
-    return correct, "; ".join(reasons)
+            det = detector_id(self._detector_spec)
+        color = (self._color if self._color is not None else ColorClassifier(spec=self._color_model)).id
+        return {"detector": det, "color_model": color, "prompt_set": prompt_set_hash(self._prompts)}
+
+    @property
+    def detector(self):
+        if self._detector is None:
+            from jsbench.rewards.detectors import load_detector
+
+            self._detector = load_detector(self._detector_spec, device=self._device)
+        return self._detector
+
+    @property
+    def color_classifier(self):
+        if self._color is None:
+            from jsbench.rewards.detectors import ColorClassifier
+
+            self._color = ColorClassifier(spec=self._color_model)
+        return self._color
+
+    def metadata(self, prompt: str) -> dict:
+        meta = self._by_prompt.get(prompt)
+        if meta is None:
+            from jsbench.scoring.geneval_prompts import split_geneval_prompts
+
+            for p in split_geneval_prompts(self._prompts, "train", self._train_seeds):
+                self._by_prompt.setdefault(p["prompt"], p)
+            meta = self._by_prompt.get(prompt)
+        if meta is None:
+            raise JsbenchError(f"prompt {prompt!r} is not part of the geneval suite")
+        return meta
+
+    def _colorize(self, image: torch.Tensor, dets: list, meta: dict) -> list:
+        """Give a colour to the detections GenEval's colour rule looks at: the top-`count` boxes of
+        every include group that names a colour."""
+        from dataclasses import replace
+
+        from jsbench.scoring.geneval import group_detections
+
+        groups = group_detections(dets, meta.get("tag", ""))
+        colored = {}
+        for req in meta.get("include", []):
+            if "color" not in req:
+                continue
+            found = groups.get(req["class"], [])[: int(req["count"])]
+            masks = [d.mask for d in found] if found and all(d.mask is not None for d in found) else None
+            for det, color in zip(found, self.color_classifier.classify(image, [d.box for d in found], req["class"], masks=masks)):
+                colored[id(det)] = replace(det, color=color)
+        return [colored.get(id(d), d) for d in dets]
+
+    def judge(self, images: torch.Tensor, metas: Sequence[dict]) -> list[float]:
+        """1.0 or 0.0 per image: GenEval's verdict on its metadata entry."""
+        if images.shape[0] != len(metas):
+            raise ValueError(f"{images.shape[0]} images for {len(metas)} items")
+        # each image's own classes: what one prompt names never changes another image's detections
+        classes = [list(dict.fromkeys(r["class"] for key in ("include", "exclude") for r in m.get(key, []))) for m in metas]
+        detections = self.detector.detect(images, classes)
+        out = []
+        for image, dets, meta in zip(images, detections, metas):
+            if any("color" in r for r in meta.get("include", [])):
+                dets = self._colorize(image, dets, meta)
+            out.append(float(evaluate_detections(dets, meta)[0]))
+        return out
+
+
+def geneval_scorer(backbone=None, **options):
+    """The embedded world's scorer for a backbone that draws it and no options, else the real one."""
+    return WorldGenEvalScorer(backbone) if draws_embedded_world(backbone) and not options else RealGenEvalScorer(backbone, **options)
+
+
+class GenEvalReward:
+    """1.0 when the image passes GenEval's checks for its prompt, else 0.0."""
+
+    name = "geneval"
+
+    def __init__(self, backbone=None, **options):
+        self.scorer = geneval_scorer(backbone, **options)
+
+    def __call__(self, images: torch.Tensor, prompts: Sequence[str]) -> torch.Tensor:
+        metas = [self.scorer.metadata(p) for p in prompts]
+        return torch.tensor(self.scorer.judge(images, metas), dtype=torch.float32)
+
+
+@register_reward("geneval")
+def _reward(backbone=None) -> GenEvalReward:
+    return GenEvalReward(backbone)

@@ -4,7 +4,7 @@ Prompts are the text world's own seeded set (`make_text_prompts(seed=0, n=160)`,
 40 test, 120 train) or a UTF-8 file of prompts, one per line (`prompts_file=`). The task of an item is
 how many words it quotes (`one_word`, `two_words`, `many_words`).
 
-Per image (see `jsbench.rewards.ocr.image_metrics`): word_accuracy, exact_match, precision, recall,
+Per image (see `jsbench.scoring.text.image_metrics`): word_accuracy, exact_match, precision, recall,
 ned and ocr_reward. Aggregates: per task and `overall` (the mean of the task means) for each, plus
 `f1` computed from the averaged precision and recall (MARIO-Eval), its standard error by the delta
 method. The headline is `word_accuracy`: every quoted word read.
@@ -18,7 +18,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from jsbench.rewards.ocr import default_engine, f1_score, image_metrics, load_engine, target_words
+from jsbench.rewards.ocr import default_engine, load_engine
+from jsbench.scoring.text import f1_score, image_metrics, target_words
 from jsbench.suites import register_suite
 from jsbench.suites.base import EvalItem, TaskMetric, aggregate_by_task
 

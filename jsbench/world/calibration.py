@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from jsbench.rewards.geneval import evaluate_detections
+from jsbench.scoring.geneval import evaluate_detections
 from jsbench.schedule import candidate_schedules, shifted_sigmas, uniform_sigmas  # noqa: F401 (candidate_schedules re-exported)
 from jsbench.world.detect import detect
 

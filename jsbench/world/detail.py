@@ -38,7 +38,7 @@ import torch
 from scipy import ndimage
 
 from jsbench import JsbenchError
-from jsbench.rewards.geneval import Detection
+from jsbench.scoring.geneval import Detection
 from jsbench.splits import stable_hash
 from jsbench.world.mixture import MixtureTable, PromptMixture
 from jsbench.world.scenes import BACKGROUND, LATENT_DIM as SCENE_DIM, make_prompts

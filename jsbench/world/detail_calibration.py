@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from jsbench.rewards.geneval import evaluate_detections
+from jsbench.scoring.geneval import evaluate_detections
 from jsbench.schedule import uniform_sigmas
 from jsbench.world.detail import OPEN_PHRASES, noise_mode
 

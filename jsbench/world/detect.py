@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from scipy import ndimage
 
-from jsbench.rewards.geneval import Detection
+from jsbench.scoring.geneval import Detection
 from jsbench.world.scenes import BACKGROUND, COLOR_ANCHORS, COLOR_RGB, COLORS
 
 FOREGROUND_THRESHOLD = 0.08

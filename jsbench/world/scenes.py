@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from jsbench.rewards.geneval import RELATIONS, relative_position
+from jsbench.scoring.geneval import RELATIONS, relative_position
 from jsbench.splits import check_split, hashed_order, held_out_positions, stable_hash
 from jsbench.world.mixture import PromptMixture
 

@@ -43,6 +43,7 @@ import torch
 
 from jsbench import JsbenchError
 from jsbench.io import read_prompt_lines
+from jsbench.scoring.text import quoted_spans
 from jsbench.splits import check_split, hashed_order, held_out_positions, sha256_digest
 from jsbench.world.mixture import PromptMixture
 from jsbench.world.scenes import LATENT_DIM
@@ -168,20 +169,6 @@ TEMPLATES = (
 
 
 # ------------------------------------------------------------------------------------------- prompts
-
-_DOUBLE = re.compile(r"[\"\u201c\u201d]([^\"\u201c\u201d]*)[\"\u201c\u201d]")
-_SINGLE = re.compile(r"['\u2018\u2019]([^'\u2018\u2019]*)['\u2018\u2019]")
-
-
-def quoted_spans(prompt: str) -> list[str]:
-    """The quoted text of a prompt: double-quoted spans, or else single-quoted ones (MARIO-Eval's style)."""
-    spans = [s.strip() for s in _DOUBLE.findall(prompt)]
-    spans = [s for s in spans if s]
-    if not spans:
-        spans = [s.strip() for s in _SINGLE.findall(prompt)]
-        spans = [s for s in spans if s]
-    return spans
-
 
 def is_text_prompt(prompt: str) -> bool:
     """True when the prompt asks for quoted text (the text world draws it, the OCR suite scores it)."""

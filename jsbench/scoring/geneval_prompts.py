@@ -35,7 +35,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from jsbench import JsbenchError
-from jsbench.rewards.geneval import CLASSES, COLORS, RELATIONS, TASKS
+from jsbench.scoring.geneval import CLASSES, COLORS, RELATIONS, TASKS
 
 __all__ = [
     "COCO_CLASSES",

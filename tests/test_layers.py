@@ -1,0 +1,159 @@
+"""Imports run downward: the layer rules of jsbench, checked on the source (ast), lazy imports included.
+
+Layers, bottom to top (a unit is a top-level module or subpackage of jsbench):
+  0  jsbench (the error types), io, splits, registry, schedule: import nothing of jsbench but the errors
+  1  scoring: GenEval's rules and tables, MARIO-Eval's metrics; no model inside
+  2  world: the embedded world and its evaluator
+  3  backbones (the analytic and detail backbones draw the world)
+  4  rewards
+  5  suites
+  6  everything else (evaluate, policy, train, results, compare, cli, ...): any import, but no cycle
+A registry's `name -> "jsbench.module"` string counts as an import of that module.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+import jsbench
+
+ROOT = Path(jsbench.__file__).resolve().parent
+BASE = ("jsbench", "jsbench.io", "jsbench.splits", "jsbench.registry", "jsbench.schedule")
+RANK = {**{u: 0 for u in BASE}, "jsbench.scoring": 1, "jsbench.world": 2, "jsbench.backbones": 3, "jsbench.rewards": 4, "jsbench.suites": 5}
+APP = 6
+MODEL_LIBRARIES = ("torch", "transformers", "diffusers", "open_clip", "rapidocr_onnxruntime", "easyocr", "pytesseract")
+
+
+def _unit(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else "jsbench"
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for f in ROOT.rglob("*.py"):
+        rel = f.relative_to(ROOT.parent).with_suffix("")
+        out[".".join(rel.parts).removesuffix(".__init__")] = f
+    return out
+
+
+MODULES = _modules()
+
+
+@lru_cache(maxsize=None)
+def imports_of(module: str) -> list[tuple[str, int]]:
+    """(imported module, line) for every import in `module`'s source, at any depth, relative ones
+    resolved, plus every string constant that names a jsbench module (a registry's lazy entry)."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out += [(a.name, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                out.append((".".join(base + ([node.module] if node.module else [])), node.lineno))
+            else:
+                out.append((node.module, node.lineno))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in MODULES and node.value != "jsbench":
+            out.append((node.value, node.lineno))
+    return out
+
+
+@lru_cache(maxsize=1)
+def unit_edges() -> dict[tuple[str, str], list[str]]:
+    """(importer unit, imported unit) -> where, for imports between different units of jsbench."""
+    edges: dict[tuple[str, str], list[str]] = {}
+    for module in MODULES:
+        for target, line in imports_of(module):
+            if target and (target == "jsbench" or target.startswith("jsbench.")) and _unit(target) != _unit(module):
+                edges.setdefault((_unit(module), _unit(target)), []).append(f"{module}:{line}")
+    return edges
+
+
+def cycles(edges) -> list[list[str]]:
+    """The strongly connected components with more than one unit (Tarjan)."""
+    graph: dict[str, set[str]] = {}
+    for a, b in edges:
+        graph.setdefault(a, set()).add(b)
+        graph.setdefault(b, set())
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_parser_sees_imports_lazy_ones_and_registry_strings():
+    edges = unit_edges()
+    assert ("jsbench.suites", "jsbench.rewards") in edges  # suites/ocr.py's top-level import
+    assert any(w.startswith("jsbench.rewards.detectors:") for w in edges[("jsbench.rewards", "jsbench.world")])  # a lazy one
+    registry = [t for t, _ in imports_of("jsbench.rewards") if t.startswith("jsbench.rewards.")]
+    assert {"jsbench.rewards.geneval", "jsbench.rewards.ocr", "jsbench.rewards.clip"} <= set(registry)
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert cycles({("a", "b"): [], ("b", "c"): [], ("c", "a"): [], ("c", "d"): []}) == [["a", "b", "c"]]
+    assert cycles({("a", "b"): [], ("b", "c"): []}) == []
+
+
+def test_scoring_imports_only_the_bottom_layer_and_no_model():
+    for module in [m for m in MODULES if _unit(m) == "jsbench.scoring"]:
+        for target, line in imports_of(module):
+            if target == "jsbench" or target.startswith("jsbench."):
+                assert _unit(target) in ("jsbench", "jsbench.io", "jsbench.splits", "jsbench.scoring"), f"{module}:{line} imports {target}"
+            assert target.split(".")[0] not in MODEL_LIBRARIES, f"{module}:{line} imports {target}: scoring holds no model"
+
+
+@pytest.mark.parametrize("unit", sorted(RANK))
+def test_layers_import_only_downward(unit):
+    upward = {
+        f"{a} -> {b} ({', '.join(where)})"
+        for (a, b), where in unit_edges().items()
+        if a == unit and RANK.get(b, APP) >= (RANK[a] if RANK[a] else 1) and b != "jsbench"
+    }
+    assert not upward, "imports that do not run downward: " + "; ".join(sorted(upward))
+
+
+def test_no_import_cycle_between_units():
+    assert cycles(unit_edges()) == []
+
+
+def test_each_reward_registers_in_rewards_and_each_suite_in_suites():
+    for module, path in MODULES.items():
+        text = path.read_text()
+        if "@register_reward(" in text:
+            assert _unit(module) == "jsbench.rewards", f"{module} registers a reward"
+        if "@register_suite(" in text:
+            assert _unit(module) == "jsbench.suites", f"{module} registers a suite"
