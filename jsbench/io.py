@@ -68,6 +68,16 @@ def append_lines(path: str | os.PathLike, lines: list[str]) -> None:
         os.close(fd)
 
 
+def utf8_lines(raw: bytes, path: str | os.PathLike, error: type[JsbenchError] = JsbenchError) -> Iterator[tuple[int, str]]:
+    """(line number, text) of a text file's bytes: UTF-8 (a BOM allowed on line 1), CRLF line ends fine.
+    A line that is not UTF-8 raises `error` with one line naming the file, the line and the byte."""
+    for lineno, line in enumerate(raw.splitlines(), 1):
+        try:
+            yield lineno, line.decode("utf-8-sig" if lineno == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise error(f"{path}:{lineno}: not UTF-8 (byte 0x{line[exc.start]:02x} at column {exc.start + 1}); save the file as UTF-8") from None
+
+
 def read_prompt_lines(path: str | os.PathLike, error: type[JsbenchError] = JsbenchError) -> list[tuple[int, str]]:
     """(line number, text) of a prompt file: UTF-8, one prompt a line, a BOM and CRLF line ends allowed,
     a final newline fine. A missing file, bad encoding, an empty (or blank) line or an empty file raises
@@ -80,14 +90,9 @@ def read_prompt_lines(path: str | os.PathLike, error: type[JsbenchError] = Jsben
     except OSError as err:
         raise error(f"cannot read prompts file {str(path)!r}: {err.strerror or err}") from None
     lines: list[tuple[int, str]] = []
-    for lineno, line in enumerate(raw.splitlines(), 1):
-        where = f"{path}:{lineno}"
-        try:
-            text = line.decode("utf-8-sig" if lineno == 1 else "utf-8")
-        except UnicodeDecodeError as exc:
-            raise error(f"{where}: not UTF-8 (byte 0x{line[exc.start]:02x} at column {exc.start + 1}); save the file as UTF-8") from None
+    for lineno, text in utf8_lines(raw, path, error):
         if not text.strip():
-            raise error(f"{where}: empty line; give one prompt per line, with no blank lines")
+            raise error(f"{path}:{lineno}: empty line; give one prompt per line, with no blank lines")
         lines.append((lineno, text))
     if not lines:
         raise error(f"prompts file {str(path)!r} is empty; give one prompt per line")

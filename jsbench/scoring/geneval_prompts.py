@@ -35,6 +35,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from jsbench import JsbenchError
+from jsbench.io import utf8_lines
 from jsbench.scoring.geneval import CLASSES, COLORS, RELATIONS, TASKS
 
 __all__ = [
@@ -228,12 +229,8 @@ def load_metadata(path: str | Path, check=None) -> list[dict]:
     if not path.is_file():
         raise JsbenchError(f"GenEval metadata file {str(path)!r} not found (GenEval's prompts/evaluation_metadata.jsonl)")
     out = []
-    for lineno, raw in enumerate(path.read_bytes().splitlines(), 1):
+    for lineno, line in utf8_lines(path.read_bytes(), path):
         where = f"{path}:{lineno}"
-        try:
-            line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
-        except UnicodeDecodeError as exc:
-            raise JsbenchError(f"{where}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); save the file as UTF-8") from None
         if not line.strip():
             continue
         try:
