@@ -24,6 +24,7 @@ from pathlib import Path
 from jsbench.backbones import load_backbone
 from jsbench.evaluate import evaluate, resolve_schedule
 from jsbench.io import write_text_atomic
+from jsbench.splits import mean_stderr
 from jsbench.suites import load_suite
 from jsbench.world.detail import OPEN_PHRASES
 
@@ -33,17 +34,12 @@ METHODS = {"global": "global-n3", "js": "js-n3", "js-prompt": "js-prompt-n3", "r
 PAIRS = [("js", "global"), ("js", "js-prompt"), ("js", "rloo"), ("js-prompt", "global"), ("global", "default"), ("js", "default")]
 
 
-def _mean_se(xs: list[float]) -> tuple[float, float]:
-    m = sum(xs) / len(xs)
-    return m, math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs)) if len(xs) > 1 else float("nan")
-
-
 def overall(rows: list[tuple[str, float]]) -> tuple[float, float]:
     """GenEval overall (mean of task means) and its standard error from the per-task standard errors."""
     by_task: dict[str, list[float]] = {}
     for task, v in rows:
         by_task.setdefault(task, []).append(v)
-    stats = [_mean_se(v) for v in by_task.values()]
+    stats = [mean_stderr(v) for v in by_task.values()]
     return sum(m for m, _ in stats) / len(stats), math.sqrt(sum(se * se for _, se in stats)) / len(stats)
 
 
@@ -71,16 +67,16 @@ def main(argv=None) -> int:
     print(f"{'method':<12}{'overall':>18}{'open prompts':>18}{'named texture':>18}")
     for name, rows in scores.items():
         o = overall([(t, v) for t, _, v in rows])
-        op = _mean_se([v for _, is_open, v in rows if is_open])
-        cl = _mean_se([v for _, is_open, v in rows if not is_open])
+        op = mean_stderr([v for _, is_open, v in rows if is_open])
+        cl = mean_stderr([v for _, is_open, v in rows if not is_open])
         result["methods"][name] = {"overall": o, "open": op, "named": cl}
         print(f"{name:<12}{o[0]:>10.3f} ± {o[1]:.3f}{op[0]:>10.3f} ± {op[1]:.3f}{cl[0]:>10.3f} ± {cl[1]:.3f}")
     print("paired differences (same prompts and seeds):")
     for a, b in PAIRS:
         diff = [(t, x - y, is_open) for (t, is_open, x), (_, _, y) in zip(scores[a], scores[b])]
         o = overall([(t, d) for t, d, _ in diff])
-        op = _mean_se([d for _, d, is_open in diff if is_open])
-        cl = _mean_se([d for _, d, is_open in diff if not is_open])
+        op = mean_stderr([d for _, d, is_open in diff if is_open])
+        cl = mean_stderr([d for _, d, is_open in diff if not is_open])
         result["paired"][f"{a} - {b}"] = {"overall": o, "open": op, "named": cl}
         print(f"  {a + ' - ' + b:<22}overall {o[0]:+.3f} ± {o[1]:.3f} ({o[0] / o[1]:+.1f} se)   open {op[0]:+.3f} ± {op[1]:.3f} "
               f"({op[0] / op[1]:+.1f} se)   named {cl[0]:+.3f} ± {cl[1]:.3f}")
