@@ -136,7 +136,7 @@ def clock(backbone, steps: int) -> Clock:
     """The backbone's clock at N steps: flow time (analytic, SD3, Flux) or SD-XL's VE sigma."""
     default = backbone.default_sigmas(steps, torch.zeros(1, 1))[0].detach().to("cpu", torch.float64)
     if _is_discrete(backbone):
-        from jsbench.schedule import flow_from_ve
+        from jsbench.backbones.sdxl_clock import flow_from_ve
 
         ve_start = float(backbone.ve_start(steps))
         t_start = ve_start / (1.0 + ve_start)

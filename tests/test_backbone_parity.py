@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from jsbench.backbones import Backbone, Condition
+from jsbench.backbones.sdxl_clock import flow_from_ve
 from jsbench.schedule import (
     ScheduleError,
     check_sigmas,
-    flow_from_ve,
     shift_sigmas,
     sigmas_from_increments,
     uniform_sigmas,
@@ -207,7 +207,7 @@ def test_sdxl_default_is_leading_spacing_in_normalised_flow_time():
         torch.testing.assert_close(got, expected, atol=1e-6, rtol=0)
         # and back: the clock reproduces the pipeline's VE sigmas and integer UNet timesteps
         torch.testing.assert_close(bb.ve_sigmas(got[None].float())[0].double(), ve, rtol=2e-6, atol=0)
-        from jsbench.schedule import timesteps_from_ve_sigmas
+        from jsbench.backbones.sdxl_clock import timesteps_from_ve_sigmas
 
         taus = timesteps_from_ve_sigmas(bb.ve_sigmas(got[None].float())[0, :-1], bb.table)
         torch.testing.assert_close(taus, sch.timesteps.float(), atol=2e-3, rtol=0)

@@ -1,4 +1,4 @@
-"""Round trips of SD-XL's clock conversion (jsbench/schedule.py, SD-XL section) against diffusers' scheduler."""
+"""Round trips of SD-XL's clock conversion (jsbench/backbones/sdxl_clock.py) against diffusers' scheduler."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from jsbench.schedule import (
-    ScheduleError,
+from jsbench.backbones.sdxl_clock import (
     flow_from_ve,
     flow_sigmas_from_ve,
     timesteps_from_ve_sigmas,
@@ -16,6 +15,7 @@ from jsbench.schedule import (
     ve_sigmas_from_flow,
     ve_sigmas_from_timesteps,
 )
+from jsbench.schedule import ScheduleError
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

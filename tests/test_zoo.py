@@ -94,7 +94,7 @@ def test_families_match_euler_discrete_scheduler_on_sdxl(family):
     from diffusers import EulerDiscreteScheduler
     from tiny_pipelines import tiny_backbone
 
-    from jsbench.schedule import timesteps_from_ve_sigmas
+    from jsbench.backbones.sdxl_clock import timesteps_from_ve_sigmas
 
     bb = tiny_backbone("sdxl")
     for steps in (2, 4, 10, 25):

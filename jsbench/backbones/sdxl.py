@@ -2,7 +2,7 @@
 
 Clock. SD-XL is a DDPM (epsilon) model: its UNet is conditioned on a discrete training timestep, and
 EulerDiscreteScheduler integrates in Karras/EDM "VE" sigma, x = x_0 + s eps. The policy speaks
-*normalised flow time* u (see the SD-XL section of `jsbench/schedule.py`): the flow time t = s / (1 + s)
+*normalised flow time* u (see `jsbench/backbones/sdxl_clock.py`): the flow time t = s / (1 + s)
 divided by the flow time of the first noise level the pipeline's own N-step schedule uses. So u = 1 is
 where the pipeline starts (with SD-XL's "leading" spacing that depends on N: tau = 981 for 50 steps,
 751 for 4), u = 0 the clean image. `default_sigmas` is the pipeline's schedule on that clock; `sample`
@@ -25,13 +25,8 @@ import torch
 from jsbench.backbones import register
 from jsbench.backbones._diffusers import BackboneLoadError, DiffusersBackbone, div_as_scheduler, mul_as_scheduler
 from jsbench.backbones.base import Condition
-from jsbench.schedule import (
-    ScheduleError,
-    flow_sigmas_from_ve,
-    timesteps_from_ve_sigmas,
-    ve_sigma_table,
-    ve_sigmas_from_flow,
-)
+from jsbench.backbones.sdxl_clock import flow_sigmas_from_ve, timesteps_from_ve_sigmas, ve_sigma_table, ve_sigmas_from_flow
+from jsbench.schedule import ScheduleError
 
 __all__ = ["SDXLBackbone"]
 
@@ -115,7 +110,7 @@ class SDXLBackbone(DiffusersBackbone):
 
         Rows equal to `default_sigmas(N)` get the pipeline's own VE sigmas and integer timesteps bit for
         bit; converting them through float arithmetic would move them by an ulp, and in bf16 with CFG an
-        ulp is visible. Every other row goes through the clock conversion in schedule.py.
+        ulp is visible. Every other row goes through the clock conversion in sdxl_clock.py.
         """
         steps = sigmas.shape[-1] - 1
         ve = ve_sigmas_from_flow(sigmas, self.ve_start(steps)).to(sigmas.device)
