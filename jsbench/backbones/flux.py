@@ -117,6 +117,47 @@ class FluxBackbone(FlowMatchBackbone):
         image = vae.decode(lat, return_dict=False)[0]
         return self._postprocess(image)
 
+    # ---- tiny pipeline (tests) ----------------------------------------------------------------------
+    #: whether the tiny transformer takes a guidance embedding (Flux-Dev's guidance distillation)
+    tiny_guidance_embeds: bool = False
+
+    @classmethod
+    def tiny_scheduler(cls, mu_tokens: int | None = None):
+        """The tiny pipeline's scheduler: the real model's scheduler config."""
+        raise NotImplementedError
+
+    @classmethod
+    def tiny_pipeline(cls, *, max_latent_side: int = 32, mu_tokens: int | None = None):
+        """A random-weight FluxPipeline (CLIP and T5) with the real model's scheduler config, a few thousand
+        parameters wide; draws from torch's global generator (build it through
+        `jsbench.backbones.tiny.build_tiny_pipeline(name, seed)`). `mu_tokens`: see `tiny_scheduler`."""
+        import diffusers
+        from transformers import CLIPTextModel
+
+        from jsbench.backbones.tiny import clip_config, t5_encoder, tiny_clip_tokenizer, tiny_t5_tokenizer, tiny_vae
+
+        transformer = diffusers.FluxTransformer2DModel(
+            patch_size=1,
+            in_channels=16,  # 4 latent channels packed 2x2
+            num_layers=1,
+            num_single_layers=1,
+            attention_head_dim=16,
+            num_attention_heads=2,
+            joint_attention_dim=32,
+            pooled_projection_dim=32,
+            guidance_embeds=cls.tiny_guidance_embeds,
+            axes_dims_rope=(4, 6, 6),
+        )
+        return diffusers.FluxPipeline(
+            scheduler=cls.tiny_scheduler(mu_tokens),
+            vae=tiny_vae(4, 0.1159, 0.3611),
+            text_encoder=CLIPTextModel(clip_config(projection=32)),
+            tokenizer=tiny_clip_tokenizer(),
+            text_encoder_2=t5_encoder(32),
+            tokenizer_2=tiny_t5_tokenizer(),
+            transformer=transformer,
+        )
+
 
 class FluxDevBackbone(FluxBackbone):
     """FLUX.1-dev: 28 steps and guidance 3.5 (the pipeline's defaults), T5 length 512."""
@@ -126,6 +167,25 @@ class FluxDevBackbone(FluxBackbone):
     default_steps = 28
     default_guidance = 3.5
     max_sequence_length = 512
+    tiny_guidance_embeds = True
+
+    @classmethod
+    def tiny_scheduler(cls, mu_tokens: int | None = None):
+        """FLUX.1-dev's scheduler config: resolution-dependent (dynamic) shift. `mu_tokens`: reach the full
+        mu = max_shift = 1.15 (as at 1024^2, 4096 tokens) already at this many image tokens, by scaling the
+        token range [256, 4096] by mu_tokens / 4096 (tests run the 1024^2 schedule on 64 tokens)."""
+        from diffusers import FlowMatchEulerDiscreteScheduler
+
+        scale = 1.0 if mu_tokens is None else mu_tokens / 4096
+        return FlowMatchEulerDiscreteScheduler(
+            num_train_timesteps=1000,
+            shift=3.0,
+            use_dynamic_shifting=True,
+            base_shift=0.5,
+            max_shift=1.15,
+            base_image_seq_len=max(1, round(256 * scale)),
+            max_image_seq_len=max(2, round(4096 * scale)),
+        )
 
 
 class FluxSchnellBackbone(FluxBackbone):
@@ -136,6 +196,13 @@ class FluxSchnellBackbone(FluxBackbone):
     default_steps = 4
     default_guidance = 0.0
     max_sequence_length = 256
+
+    @classmethod
+    def tiny_scheduler(cls, mu_tokens: int | None = None):
+        """FLUX.1-schnell's scheduler config: no shift at all (`mu_tokens` does not apply)."""
+        from diffusers import FlowMatchEulerDiscreteScheduler
+
+        return FlowMatchEulerDiscreteScheduler(num_train_timesteps=1000, shift=1.0, use_dynamic_shifting=False)
 
 
 @register("flux-dev")

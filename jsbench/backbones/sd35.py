@@ -113,6 +113,45 @@ class SD35Backbone(FlowMatchBackbone):
         image = vae.decode(lat, return_dict=False)[0]
         return self._postprocess(image)
 
+    # ---- tiny pipeline (tests) ----------------------------------------------------------------------
+    @classmethod
+    def tiny_pipeline(cls, *, max_latent_side: int = 32, mu_tokens: int | None = None):
+        """A random-weight StableDiffusion3Pipeline (two CLIPs and a T5) with SD3.5's scheduler config, a few
+        thousand parameters wide; draws from torch's global generator (build it through
+        `jsbench.backbones.tiny.build_tiny_pipeline("sd35", seed)`). `max_latent_side`: the largest latent
+        grid the transformer's position table covers (128 for the real models' 1024^2 latents)."""
+        import diffusers
+        from transformers import CLIPTextModelWithProjection
+
+        from jsbench.backbones.tiny import clip_config, t5_encoder, tiny_clip_tokenizer, tiny_t5_tokenizer, tiny_vae
+
+        transformer = diffusers.SD3Transformer2DModel(
+            sample_size=16,
+            patch_size=2,
+            in_channels=4,
+            num_layers=2,
+            attention_head_dim=8,
+            num_attention_heads=2,
+            caption_projection_dim=16,
+            joint_attention_dim=64,  # = T5 width, so CLIP's 32+32 features pad (not crop) to it
+            pooled_projection_dim=64,
+            out_channels=4,
+            pos_embed_max_size=max(16, max_latent_side // 2),
+        )
+        # SD3.5's scheduler config: static shift 3
+        scheduler = diffusers.FlowMatchEulerDiscreteScheduler(num_train_timesteps=1000, shift=3.0)
+        return diffusers.StableDiffusion3Pipeline(
+            transformer=transformer,
+            scheduler=scheduler,
+            vae=tiny_vae(4, 0.0609, 1.5305),
+            text_encoder=CLIPTextModelWithProjection(clip_config(projection=32)),
+            tokenizer=tiny_clip_tokenizer(),
+            text_encoder_2=CLIPTextModelWithProjection(clip_config(projection=32)),
+            tokenizer_2=tiny_clip_tokenizer(),
+            text_encoder_3=t5_encoder(64),
+            tokenizer_3=tiny_t5_tokenizer(),
+        )
+
 
 class SD35LargeBackbone(SD35Backbone):
     """SD3.5 Large: same pipeline and adapter, bigger MMDiT."""

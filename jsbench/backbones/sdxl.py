@@ -213,6 +213,56 @@ class SDXLBackbone(DiffusersBackbone):
         image = vae.decode(lat.to(vae.dtype), return_dict=False)[0]
         return self._postprocess(image)
 
+    # ---- tiny pipeline (tests) ----------------------------------------------------------------------
+    @classmethod
+    def tiny_pipeline(cls, *, max_latent_side: int = 32, mu_tokens: int | None = None):
+        """A random-weight StableDiffusionXLPipeline with the real classes and SD-XL base's scheduler config,
+        a few thousand parameters wide; draws from torch's global generator (build it through
+        `jsbench.backbones.tiny.build_tiny_pipeline("sdxl", seed)`). The options are the SD3/Flux builders'."""
+        import diffusers
+        from transformers import CLIPTextModel, CLIPTextModelWithProjection
+
+        from jsbench.backbones.tiny import clip_config, tiny_clip_tokenizer, tiny_vae
+
+        unet = diffusers.UNet2DConditionModel(
+            block_out_channels=(8, 16),
+            layers_per_block=1,
+            sample_size=16,  # x vae_scale_factor 2 = the pipeline's default 32 px
+            in_channels=4,
+            out_channels=4,
+            down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
+            up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
+            attention_head_dim=(2, 4),
+            use_linear_projection=True,
+            addition_embed_type="text_time",
+            addition_time_embed_dim=8,
+            transformer_layers_per_block=(1, 1),
+            projection_class_embeddings_input_dim=6 * 8 + 32,
+            cross_attention_dim=64,
+            norm_num_groups=4,
+        )
+        # the real SD-XL base scheduler config (leading spacing, offset 1, scaled-linear betas)
+        scheduler = diffusers.EulerDiscreteScheduler(
+            beta_start=0.00085,
+            beta_end=0.012,
+            beta_schedule="scaled_linear",
+            steps_offset=1,
+            timestep_spacing="leading",
+            interpolation_type="linear",
+            prediction_type="epsilon",
+            num_train_timesteps=1000,
+        )
+        return diffusers.StableDiffusionXLPipeline(
+            vae=tiny_vae(4, None, 0.13025),
+            text_encoder=CLIPTextModel(clip_config()),
+            text_encoder_2=CLIPTextModelWithProjection(clip_config()),
+            tokenizer=tiny_clip_tokenizer(),
+            tokenizer_2=tiny_clip_tokenizer(),
+            unet=unet,
+            scheduler=scheduler,
+            add_watermarker=False,
+        )
+
 
 @register("sdxl")
 def _sdxl(model: str | None = None, device: str | None = None, **options) -> SDXLBackbone:

@@ -9,6 +9,10 @@ are built in memory (a byte-level BPE vocabulary for CLIP, a small Unigram vocab
 the hub's tiny test tokenizers are not reachable. Each pipeline is written with `save_pretrained` so
 tests load it back through exactly the path users take (`load_backbone(name, model=DIR)`).
 
+Each adapter builds its own tiny pipeline (a `tiny_pipeline` classmethod next to the adapter: sdxl.py,
+sd35.py, flux.py); this module holds what they share (tokenizers, text-encoder and VAE builders), which
+backbones have one and at what size they sample (TINY_SAMPLING), and the seeding and saving around them.
+
 A `jsbench.json` next to `model_index.json` records the resolution to sample at (and the T5 length),
 since the pipelines' own defaults (1024 px, 512 T5 tokens) would make a tiny model slow for no reason.
 
@@ -25,17 +29,31 @@ import torch
 
 from jsbench.io import write_text_atomic
 
-__all__ = ["TINY_KINDS", "build_tiny_pipeline", "save_tiny_pipeline", "save_all_tiny"]
+__all__ = [
+    "TINY_KINDS",
+    "TINY_SAMPLING",
+    "REAL_LATENT_SAMPLING",
+    "build_tiny_pipeline",
+    "save_tiny_pipeline",
+    "save_all_tiny",
+    "tiny_clip_tokenizer",
+    "tiny_t5_tokenizer",
+    "clip_config",
+    "t5_encoder",
+    "tiny_vae",
+]
 
-TINY_KINDS = ("sdxl", "sd35", "flux-dev", "flux-schnell")
-
-#: resolution and T5 length the tiny pipelines are sampled at (written to jsbench.json)
+#: the backbones with a tiny pipeline, and the resolution and T5 length each is sampled at (written to
+#: jsbench.json). A backbone's tiny pipeline is built by its adapter's `tiny_pipeline` classmethod; giving a
+#: new backbone one is that classmethod plus a line here.
 TINY_SAMPLING = {
     "sdxl": {"height": 32, "width": 32},
     "sd35": {"height": 32, "width": 32, "max_sequence_length": 64},
     "flux-dev": {"height": 32, "width": 32, "max_sequence_length": 64},
     "flux-schnell": {"height": 32, "width": 32, "max_sequence_length": 64},
 }
+
+TINY_KINDS = tuple(TINY_SAMPLING)
 
 _WORDS = (
     "a an the of on in with and red green blue yellow white black cat dog car tree house sign "
@@ -88,7 +106,8 @@ def tiny_t5_tokenizer(model_max_length: int = 512):
     return T5Tokenizer(vocab=vocab, extra_ids=0, model_max_length=model_max_length)
 
 
-def _clip_config(hidden: int = 32, projection: int = 32, layers: int = 2):
+def clip_config(hidden: int = 32, projection: int = 32, layers: int = 2):
+    """A tiny CLIP text encoder config (vocabulary 1000: covers `tiny_clip_tokenizer`'s ids)."""
     from transformers import CLIPTextConfig
 
     return CLIPTextConfig(
@@ -107,7 +126,8 @@ def _clip_config(hidden: int = 32, projection: int = 32, layers: int = 2):
     )
 
 
-def _t5(d_model: int = 32):
+def t5_encoder(d_model: int = 32):
+    """A tiny random-weight T5 encoder of width `d_model` (vocabulary 256: covers `tiny_t5_tokenizer`'s ids)."""
     from transformers import T5Config, T5EncoderModel
 
     cfg = T5Config(
@@ -125,7 +145,7 @@ def _t5(d_model: int = 32):
     return T5EncoderModel(cfg)
 
 
-def _vae(latent_channels: int, shift_factor: float | None, scaling_factor: float):
+def tiny_vae(latent_channels: int, shift_factor: float | None, scaling_factor: float):
     """Two blocks: a vae_scale_factor of 2, so pixel/latent sizes differ as they do for real."""
     from diffusers import AutoencoderKL
 
@@ -149,137 +169,29 @@ def _vae(latent_channels: int, shift_factor: float | None, scaling_factor: float
 def build_tiny_pipeline(kind: str, seed: int = 0, max_latent_side: int = 32, mu_tokens: int | None = None):
     """A random-weight pipeline of the real class for backbone `kind` (one of TINY_KINDS).
 
+    The pipeline is the adapter's own: `backbone_class(kind).tiny_pipeline(...)`, built in the adapter's
+    module (sdxl.py, sd35.py, flux.py) after seeding torch's global generator with `seed`.
+
     `max_latent_side`: the largest latent grid the tiny SD3 transformer's position table covers (32 by
     default; 128 for the real models' 1024^2 latents). `mu_tokens`: give Flux-Dev's dynamic shift its
     full value mu = max_shift = 1.15 (as at 1024^2, 4096 tokens) already at this many image tokens, by
     scaling the scheduler's token range [256, 4096] by mu_tokens / 4096; tests use it to run Flux-Dev's
     1024^2 schedule on 64 tokens (a 4096-token tiny Flux costs ~1.7 s per step on one CPU core in bf16).
+    Builders ignore the options that do not apply to them.
     """
-    import diffusers
+    from jsbench.backbones import backbone_class
 
+    cls = backbone_class(kind) if kind in TINY_SAMPLING else None
+    if cls is None:
+        raise ValueError(f"no tiny pipeline for {kind!r}; choose one of {TINY_KINDS}")
     torch.manual_seed(seed)
-    if kind == "sdxl":
-        from transformers import CLIPTextModel, CLIPTextModelWithProjection
-
-        unet = diffusers.UNet2DConditionModel(
-            block_out_channels=(8, 16),
-            layers_per_block=1,
-            sample_size=16,  # x vae_scale_factor 2 = the pipeline's default 32 px
-            in_channels=4,
-            out_channels=4,
-            down_block_types=("DownBlock2D", "CrossAttnDownBlock2D"),
-            up_block_types=("CrossAttnUpBlock2D", "UpBlock2D"),
-            attention_head_dim=(2, 4),
-            use_linear_projection=True,
-            addition_embed_type="text_time",
-            addition_time_embed_dim=8,
-            transformer_layers_per_block=(1, 1),
-            projection_class_embeddings_input_dim=6 * 8 + 32,
-            cross_attention_dim=64,
-            norm_num_groups=4,
-        )
-        # the real SD-XL base scheduler config (leading spacing, offset 1, scaled-linear betas)
-        scheduler = diffusers.EulerDiscreteScheduler(
-            beta_start=0.00085,
-            beta_end=0.012,
-            beta_schedule="scaled_linear",
-            steps_offset=1,
-            timestep_spacing="leading",
-            interpolation_type="linear",
-            prediction_type="epsilon",
-            num_train_timesteps=1000,
-        )
-        return diffusers.StableDiffusionXLPipeline(
-            vae=_vae(4, None, 0.13025),
-            text_encoder=CLIPTextModel(_clip_config()),
-            text_encoder_2=CLIPTextModelWithProjection(_clip_config()),
-            tokenizer=tiny_clip_tokenizer(),
-            tokenizer_2=tiny_clip_tokenizer(),
-            unet=unet,
-            scheduler=scheduler,
-            add_watermarker=False,
-        )
-    if kind == "sd35":
-        from transformers import CLIPTextModelWithProjection
-
-        transformer = diffusers.SD3Transformer2DModel(
-            sample_size=16,
-            patch_size=2,
-            in_channels=4,
-            num_layers=2,
-            attention_head_dim=8,
-            num_attention_heads=2,
-            caption_projection_dim=16,
-            joint_attention_dim=64,  # = T5 width, so CLIP's 32+32 features pad (not crop) to it
-            pooled_projection_dim=64,
-            out_channels=4,
-            pos_embed_max_size=max(16, max_latent_side // 2),
-        )
-        # SD3.5's scheduler config: static shift 3
-        scheduler = diffusers.FlowMatchEulerDiscreteScheduler(num_train_timesteps=1000, shift=3.0)
-        return diffusers.StableDiffusion3Pipeline(
-            transformer=transformer,
-            scheduler=scheduler,
-            vae=_vae(4, 0.0609, 1.5305),
-            text_encoder=CLIPTextModelWithProjection(_clip_config(projection=32)),
-            tokenizer=tiny_clip_tokenizer(),
-            text_encoder_2=CLIPTextModelWithProjection(_clip_config(projection=32)),
-            tokenizer_2=tiny_clip_tokenizer(),
-            text_encoder_3=_t5(64),
-            tokenizer_3=tiny_t5_tokenizer(),
-        )
-    if kind in ("flux-dev", "flux-schnell"):
-        from transformers import CLIPTextModel
-
-        dev = kind == "flux-dev"
-        transformer = diffusers.FluxTransformer2DModel(
-            patch_size=1,
-            in_channels=16,  # 4 latent channels packed 2x2
-            num_layers=1,
-            num_single_layers=1,
-            attention_head_dim=16,
-            num_attention_heads=2,
-            joint_attention_dim=32,
-            pooled_projection_dim=32,
-            guidance_embeds=dev,
-            axes_dims_rope=(4, 6, 6),
-        )
-        if dev:  # FLUX.1-dev's scheduler config: resolution-dependent (dynamic) shift
-            scale = 1.0 if mu_tokens is None else mu_tokens / 4096
-            scheduler = diffusers.FlowMatchEulerDiscreteScheduler(
-                num_train_timesteps=1000,
-                shift=3.0,
-                use_dynamic_shifting=True,
-                base_shift=0.5,
-                max_shift=1.15,
-                base_image_seq_len=max(1, round(256 * scale)),
-                max_image_seq_len=max(2, round(4096 * scale)),
-            )
-        else:  # FLUX.1-schnell's: no shift at all
-            scheduler = diffusers.FlowMatchEulerDiscreteScheduler(
-                num_train_timesteps=1000, shift=1.0, use_dynamic_shifting=False
-            )
-        return diffusers.FluxPipeline(
-            scheduler=scheduler,
-            vae=_vae(4, 0.1159, 0.3611),
-            text_encoder=CLIPTextModel(_clip_config(projection=32)),
-            tokenizer=tiny_clip_tokenizer(),
-            text_encoder_2=_t5(32),
-            tokenizer_2=tiny_t5_tokenizer(),
-            transformer=transformer,
-        )
-    raise ValueError(f"no tiny pipeline for {kind!r}; choose one of {TINY_KINDS}")
+    return cls.tiny_pipeline(max_latent_side=max_latent_side, mu_tokens=mu_tokens)
 
 
 #: the real models' latent grids at their 1024^2 default: 128x128 latents (Flux/SD3: 4096 image tokens, the
 #: token count at which Flux-Dev's dynamic shift reaches mu = max_shift = 1.15). The tiny VAEs downsample by
 #: 2, not 8, so 256 px gives the tiny pipelines the same latent grid and the same token count.
-REAL_LATENT_SAMPLING = {
-    "sdxl": {"height": 256, "width": 256},
-    "sd35": {"height": 256, "width": 256, "max_sequence_length": 64},
-    "flux-dev": {"height": 256, "width": 256, "max_sequence_length": 64},
-    "flux-schnell": {"height": 256, "width": 256, "max_sequence_length": 64},
-}
+REAL_LATENT_SAMPLING = {kind: {**sampling, "height": 256, "width": 256} for kind, sampling in TINY_SAMPLING.items()}
 
 
 def save_tiny_pipeline(kind: str, path: str | Path, seed: int = 0, sampling: dict | None = None, **build) -> Path:
