@@ -56,6 +56,17 @@ def method_label(manifest: dict) -> str:
     return label + " (prompt-only)" if manifest.get("kind") == "prompt" else label
 
 
+def policy_source(policy, label: str = "policy", spec: str = "policy:<in memory>", checksum: str | None = None, manifest: dict | None = None) -> ScheduleSource:
+    """A policy object as a schedule source: its deterministic Dirichlet-mean schedule, [B, N+1] per batch
+    (what `policy:PATH` evaluates once loaded; a policy still in memory, e.g. a trainer's, needs no file).
+    `checksum` (the saved weights' sha256) keys the resumable side file; None for an unsaved policy."""
+
+    def make(x, c):
+        return policy.mean_sigmas(x, c.pooled)
+
+    return ScheduleSource(spec=spec, label=label, steps=policy.config.steps, make=make, checksum=checksum, manifest=manifest)
+
+
 def resolve_schedule(spec: str, backbone, steps: int, suite=None, log=None) -> ScheduleSource:
     """A `--schedule` spec as a source of [B, N+1] sigmas. `suite` is needed by the zoo sources computed
     on a suite's training prompts (`oss`, `searched`); `log` reports when such a cache is (re)computed."""
@@ -82,11 +93,7 @@ def resolve_schedule(spec: str, backbone, steps: int, suite=None, log=None) -> S
         from jsbench.policy import load_policy
 
         policy, manifest = load_policy(arg, backbone=backbone, steps=steps)  # float32, on the backbone's device
-
-        def make(x, c, policy=policy):
-            return policy.mean_sigmas(x, c.pooled)
-
-        return ScheduleSource(spec, method_label(manifest), steps, make, manifest.get("checksum"), manifest)
+        return policy_source(policy, label=method_label(manifest), spec=spec, checksum=manifest.get("checksum"), manifest=manifest)
     from jsbench.zoo import ZOO_KINDS, zoo_source_row
 
     if kind in ZOO_KINDS:
@@ -163,12 +170,8 @@ def evaluate(
         advance(len(rows) - len(todo))  # resumed from the side file
         for start in range(0, len(todo), batch_size):
             chunk = todo[start : start + batch_size]
-            prompts = [it.prompt for it, _ in chunk]
-            cond = backbone.encode(prompts)
-            x_T = backbone.initial_noise([s for _, s in chunk])
-            sigmas = source.make(x_T, cond)
-            check_sigmas(sigmas)  # a zero step can never reach the sampler
-            images = backbone.sample(x_T, cond, sigmas)
+            cond, x_T = encode_rows(backbone, chunk)
+            images = sample_source(backbone, source, x_T, cond)
             scores = suite.score(images, [it for it, _ in chunk])
             lines = []
             for (it, s), sc in zip(chunk, scores):
@@ -179,6 +182,19 @@ def evaluate(
             advance(len(chunk))
     run = EvalRun(items=items, seeds=seeds, scores=[done[(it.prompt, s, digests[id(it)])] for it, s in rows])
     return run
+
+
+def encode_rows(backbone, rows: list) -> tuple[object, torch.Tensor]:
+    """The encoded prompts and the initial noise of (item, seed) rows: what evaluation samples from."""
+    return backbone.encode([it.prompt for it, _ in rows]), backbone.initial_noise([s for _, s in rows])
+
+
+def sample_source(backbone, source: ScheduleSource, x_T: torch.Tensor, cond) -> torch.Tensor:
+    """One sampler call along the source's schedules for these rows (checked: a zero step never reaches
+    the sampler); the images evaluation scores."""
+    sigmas = source.make(x_T, cond)
+    check_sigmas(sigmas)
+    return backbone.sample(x_T, cond, sigmas)
 
 
 def item_digest(item) -> str:

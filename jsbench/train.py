@@ -75,6 +75,28 @@ def _update_rng(seed: int, it: int) -> tuple[np.random.Generator, int]:
     return rng, int(ss.generate_state(1, dtype=np.uint32)[0])
 
 
+@dataclass
+class Rollout:
+    """What one update samples with the current policy, before any baseline. Under a launcher the tensors
+    are this process's share of the contexts (`shard` = [lo, hi)), except `rewards`, the global batch's;
+    `prompts` and `seeds` are always the global batch's. Filled in order by `Trainer.prepare`, `draw`,
+    `generate` and `score`."""
+
+    iteration: int
+    prompts: list[str]  # [B] the update's contexts
+    seeds: list[int]  # [B] their noise seeds
+    torch_seed: int  # seeds the Dirichlet draws
+    shard: tuple[int, int]
+    cond: object  # the shard's encoded prompts (a backbone Condition)
+    x_T: torch.Tensor  # [b, ...] the shard's initial noise
+    simplex: torch.Tensor | None = None  # [b, K, N] the floored Dirichlet draws log_prob scores
+    sigmas: torch.Tensor | None = None  # [b*K, N+1] float32, row r = context r // K
+    rows: torch.Tensor | None = None  # [b*K] the context of each sampled row
+    images: torch.Tensor | None = None  # [b*K, ...]
+    local: torch.Tensor | None = None  # [b, K] float64: this process's rewards
+    rewards: torch.Tensor | None = None  # [B, K] float64: every process's
+
+
 class Trainer:
     def __init__(self, config: TrainConfig, out: str | Path, backbone=None, dist: DistContext | None = None):
         self.config = config
@@ -182,42 +204,80 @@ class Trainer:
     def policy_device(self) -> torch.device:
         return next(self.policy.parameters()).device
 
-    def step(self, it: int) -> dict:
-        cfg = self.config
+    # One update is a rollout (what the current policy samples, and its rewards) and then an update (baseline,
+    # log-prob, backward, clipping, optimizer step). The rollout's parts are seams of their own, so a benchmark
+    # can time or reuse them: prepare (contexts, encoded prompts, noise) -> draw (the K schedules per context)
+    # -> generate (the sampler) -> score (rewards, gathered over processes).
+
+    def prepare(self, it: int) -> Rollout:
+        """Update `it`'s contexts (the global batch) and this process's share of them, encoded, with their noise."""
         prompts, seeds, torch_seed = self.contexts_for(it)
-        lo, hi = self.dist.shard_range(cfg.contexts)  # this process's contexts (all of them for one process)
+        lo, hi = self.dist.shard_range(self.config.contexts)  # this process's contexts (all of them for one process)
         cond = self.backbone.encode(prompts[lo:hi])
         x_T = self.backbone.initial_noise(seeds[lo:hi])
-        torch.manual_seed(torch_seed)
+        return Rollout(iteration=it, prompts=prompts, seeds=seeds, torch_seed=torch_seed, shard=(lo, hi), cond=cond, x_T=x_T)
+
+    def draw(self, ro: Rollout) -> Rollout:
+        """The policy's K schedules per context: the Dirichlet draws and their sigmas."""
+        cfg = self.config
+        lo, hi = ro.shard
+        torch.manual_seed(ro.torch_seed)
         if self.dist.distributed:  # the global batch's draws on every process, so they equal one process's
-            simplex = self.policy.sample_simplex(self.dist.gather_rows(x_T), self.dist.gather_rows(cond.pooled), cfg.samples)[lo:hi]
+            ro.simplex = self.policy.sample_simplex(self.dist.gather_rows(ro.x_T), self.dist.gather_rows(ro.cond.pooled), cfg.samples)[lo:hi]
         else:
-            simplex = self.policy.sample_simplex(x_T, cond.pooled, cfg.samples)  # [B, K, N]
-        # float32 sigmas, exactly the floored simplex that log_prob scores below: never rounded to the
-        # latents' dtype (in bf16 neighbouring sigmas near 1 merge); the adapter alone makes timesteps of them
-        sigmas = self.policy.sigmas(simplex).reshape(-1, cfg.steps + 1)
-        rows = torch.arange(hi - lo, device=x_T.device).repeat_interleave(cfg.samples)
-        batch = cfg.batch_size or train_batch_size(self.backbone)
-        images = sample_in_batches(self.backbone, x_T[rows], cond.take(rows), sigmas.to(x_T.device), batch)
-        local = self.reward(images, [prompts[lo + i] for i in rows.tolist()]).view(hi - lo, cfg.samples).double()
-        rewards = self.dist.gather_rows(local)  # [B, K] global, before any baseline (js, xctx pool contexts)
-        record = {"iteration": it, "reward": float(rewards.mean()), "reward_std": float(rewards.std())}
+            ro.simplex = self.policy.sample_simplex(ro.x_T, ro.cond.pooled, cfg.samples)  # [B, K, N]
+        # float32 sigmas, exactly the floored simplex that log_prob scores: never rounded to the latents'
+        # dtype (in bf16 neighbouring sigmas near 1 merge); the adapter alone makes timesteps of them
+        ro.sigmas = self.policy.sigmas(ro.simplex).reshape(-1, cfg.steps + 1)
+        ro.rows = torch.arange(hi - lo, device=ro.x_T.device).repeat_interleave(cfg.samples)
+        return ro
+
+    def generate(self, ro: Rollout) -> Rollout:
+        """The images of every (context, schedule) row, `batch_size` rows per sampler call."""
+        batch = self.config.batch_size or train_batch_size(self.backbone)
+        ro.images = sample_in_batches(self.backbone, ro.x_T[ro.rows], ro.cond.take(ro.rows), ro.sigmas.to(ro.x_T.device), batch)
+        return ro
+
+    def score(self, ro: Rollout) -> Rollout:
+        """This process's rewards [b, K] and the global batch's [B, K] (gathered before any baseline: js and
+        xctx pool contexts)."""
+        lo, hi = ro.shard
+        ro.local = self.reward(ro.images, [ro.prompts[lo + i] for i in ro.rows.tolist()]).view(hi - lo, self.config.samples).double()
+        ro.rewards = self.dist.gather_rows(ro.local)
+        return ro
+
+    def rollout(self, it: int) -> Rollout:
+        """Everything update `it` samples with the current policy, up to the rewards; nothing is updated."""
+        return self.score(self.generate(self.draw(self.prepare(it))))
+
+    def policy_loss(self, ro: Rollout, baseline: str | None = None) -> tuple[torch.Tensor, float | None]:
+        """REINFORCE's loss on a rollout, -mean(adv * log pi), and the baseline's shrinkage (None if it has
+        none). `baseline` defaults to the run's; under a launcher the loss is this process's share of the
+        global mean, so the summed gradients are the global one."""
+        lo, hi = ro.shard
+        adv, lam = advantages(self.config.baseline if baseline is None else baseline, ro.rewards)
+        log_prob = self.policy.log_prob(ro.x_T, ro.cond.pooled, ro.simplex)
+        if self.dist.distributed:
+            loss = -(adv[lo:hi].to(log_prob.device, log_prob.dtype) * log_prob).sum() / ro.rewards.numel()
+        else:
+            loss = -(adv.to(log_prob.device, log_prob.dtype) * log_prob).mean()
+        return loss, lam
+
+    def update(self, ro: Rollout) -> dict:
+        """One optimizer step on a rollout (skipped on a non-finite reward or gradient); the log record."""
+        rewards = ro.rewards
+        record = {"iteration": ro.iteration, "reward": float(rewards.mean()), "reward_std": float(rewards.std())}
         bad = ~torch.isfinite(rewards)
         if bad.any():
             i = int(bad.any(1).nonzero()[0])
-            record.update(skipped=f"non-finite reward for prompt {prompts[i]!r} (seed {seeds[i]}): update skipped")
+            record.update(skipped=f"non-finite reward for prompt {ro.prompts[i]!r} (seed {ro.seeds[i]}): update skipped")
             record["reward"] = float(rewards[~bad].mean()) if (~bad).any() else float("nan")
             return record
-        adv, lam = advantages(cfg.baseline, rewards)
-        log_prob = self.policy.log_prob(x_T, cond.pooled, simplex)
-        if self.dist.distributed:  # this block's share of the global mean; the summed gradients are the global one
-            loss = -(adv[lo:hi].to(log_prob.device, log_prob.dtype) * log_prob).sum() / rewards.numel()
-        else:
-            loss = -(adv.to(log_prob.device, log_prob.dtype) * log_prob).mean()
+        loss, lam = self.policy_loss(ro)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.dist.sum_gradients(self.policy.parameters())
-        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.grad_clip)
+        grad_norm = torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.config.grad_clip)
         if not torch.isfinite(grad_norm):
             self.optimizer.zero_grad(set_to_none=True)
             record.update(skipped="non-finite gradient: update skipped")
@@ -225,6 +285,10 @@ class Trainer:
         self.optimizer.step()
         record.update(loss=self.dist.sum_scalar(float(loss.detach())), grad_norm=float(grad_norm), shrinkage=lam)
         return record
+
+    def step(self, it: int) -> dict:
+        """Update `it`: its rollout, then the update; the record `train` logs."""
+        return self.update(self.rollout(it))
 
     def train(self, progress: bool = True, on_update: Callable[[dict], None] | None = None) -> SchedulePolicy:
         from jsbench.progress import make_progress

@@ -53,7 +53,7 @@ def run_one(cfg: TrainConfig, eval_seeds: int, fresh: bool) -> dict:
     if path.exists() and not fresh:
         return json.loads(path.read_text())
     from jsbench.distributed import DistContext
-    from jsbench.evaluate import evaluate
+    from jsbench.evaluate import evaluate, policy_source
     from jsbench.suites import load_suite
 
     trainer = Trainer(cfg, CACHE / "scratch", dist=DistContext())
@@ -66,16 +66,8 @@ def run_one(cfg: TrainConfig, eval_seeds: int, fresh: bool) -> dict:
     held_out = None
     if eval_seeds > 0:
         suite = load_suite(cfg.suite, trainer.backbone)
-        policy = trainer.policy
-
-        class _Source:  # the trained policy's deterministic mean schedule, without writing it to disk
-            spec, label, steps, checksum = "policy:<in memory>", cfg.baseline, cfg.steps, None
-
-            @staticmethod
-            def make(x, c):
-                return policy.mean_sigmas(x, c.pooled)
-
-        run = evaluate(trainer.backbone, suite, _Source, eval_seeds, progress=False)
+        # the trained policy's deterministic mean schedule, without writing it to disk
+        run = evaluate(trainer.backbone, suite, policy_source(trainer.policy, label=cfg.baseline), eval_seeds, progress=False)
         metrics = {m.task: (m.value, m.stderr) for m in suite.aggregate(run.scores, [it for it, _ in run.rows()]) if m.metric == suite.primary_metric}
         held_out = {"value": metrics["overall"][0], "stderr": metrics["overall"][1], "images": len(run.scores)}
     out = {"config": cfg.__dict__, "rewards": rewards, "seconds_per_update": sum(seconds) / len(seconds), "held_out": held_out}
