@@ -13,21 +13,16 @@ import pytest
 import torch
 
 from jsbench import JsbenchError
-from jsbench.backbones import available_backbones, load_backbone
-from jsbench.backbones._diffusers import BackboneLoadError, BackboneWeightsMissing, _cached_file
+from jsbench.backbones import available_backbones, backbone_class, load_backbone
+from jsbench.backbones._diffusers import BackboneLoadError, BackboneWeightsMissing, cached_hub_file
 
 from tiny_pipelines import TINY_KINDS, one_thread, tiny_backbone, tiny_dir
 
 pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
-REAL = {
-    "sdxl": "stabilityai/stable-diffusion-xl-base-1.0",
-    "sd35": "stabilityai/stable-diffusion-3.5-medium",
-    "sd35-medium": "stabilityai/stable-diffusion-3.5-medium",
-    "sd35-large": "stabilityai/stable-diffusion-3.5-large",
-    "flux-dev": "black-forest-labs/FLUX.1-dev",
-    "flux-schnell": "black-forest-labs/FLUX.1-schnell",
-}
+#: the real backbones and their default hub ids, as their classes declare them (pinned once, in
+#: test_default_model_ids_and_step_defaults)
+REAL = {name: backbone_class(name).default_model_id for name in ("sdxl", "sd35", "sd35-medium", "sd35-large", "flux-dev", "flux-schnell")}
 
 
 def _one_line(exc: BaseException) -> str:
@@ -44,7 +39,7 @@ def test_registry_lists_the_real_backbones():
 
 @pytest.mark.parametrize("name", sorted(REAL))
 def test_missing_default_weights_give_one_line_with_id_and_fetch_command(name, monkeypatch):
-    if _cached_file(REAL[name], "model_index.json") is not None:
+    if cached_hub_file(REAL[name], "model_index.json") is not None:
         pytest.skip(f"{REAL[name]} is cached here; not loading a full-size model in a unit test")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(BackboneWeightsMissing) as info:
@@ -79,7 +74,7 @@ def test_incomplete_local_folder_names_the_fetch_command(tmp_path):
     with pytest.raises(BackboneWeightsMissing) as info:
         load_backbone("flux-schnell", model=str(broken), device="cpu")
     msg = _one_line(info.value)
-    assert f"hf download black-forest-labs/FLUX.1-schnell --local-dir {broken}" in msg
+    assert f"hf download {REAL['flux-schnell']} --local-dir {broken}" in msg
 
 
 def test_wrong_pipeline_for_the_backbone():
@@ -107,7 +102,12 @@ def test_default_model_ids_and_step_defaults():
     from jsbench.backbones.sd35 import SD35Backbone, SD35LargeBackbone
     from jsbench.backbones.sdxl import SDXLBackbone
 
-    assert SDXLBackbone.default_model_id == REAL["sdxl"] and SDXLBackbone.default_steps == 50
-    assert SD35Backbone.default_model_id == REAL["sd35"] and SD35LargeBackbone.default_model_id == REAL["sd35-large"]
+    # the hub ids, pinned here once (everything else reads them from the classes)
+    assert SDXLBackbone.default_model_id == "stabilityai/stable-diffusion-xl-base-1.0" and SDXLBackbone.default_steps == 50
+    assert SD35Backbone.default_model_id == "stabilityai/stable-diffusion-3.5-medium"
+    assert SD35LargeBackbone.default_model_id == "stabilityai/stable-diffusion-3.5-large"
+    assert REAL["sd35-medium"] == SD35Backbone.default_model_id and backbone_class("sd35-large") is SD35LargeBackbone
+    assert FluxDevBackbone.default_model_id == "black-forest-labs/FLUX.1-dev"
+    assert FluxSchnellBackbone.default_model_id == "black-forest-labs/FLUX.1-schnell"
     assert FluxDevBackbone.default_steps == 28 and FluxDevBackbone.default_guidance == 3.5
     assert FluxSchnellBackbone.default_steps == 4 and FluxSchnellBackbone.default_guidance == 0.0

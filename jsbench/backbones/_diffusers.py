@@ -32,6 +32,7 @@ __all__ = [
     "default_device",
     "default_dtype",
     "load_pipeline",
+    "cached_hub_file",
     "DiffusersBackbone",
     "FlowMatchBackbone",
 ]
@@ -103,7 +104,7 @@ def load_pipeline(
         local_hint = hint or f"fetch one with `hf download {default_id or '<hub id>'} --local-dir {model}`"
         if not _is_hub_id(model):
             raise BackboneWeightsMissing(f"{backbone}: no pipeline folder at {model}: the path does not exist; {local_hint}")
-        if not allow_download and model != default_id and _cached_file(model, "model_index.json") is None:
+        if not allow_download and model != default_id and cached_hub_file(model, "model_index.json") is None:
             # "models/flux-dev" reads like a hub id, but one that is not cached is far more often a folder
             # typed relative to the wrong directory: say the path does not exist, not `hf download models/flux-dev`
             raise BackboneWeightsMissing(
@@ -113,7 +114,7 @@ def load_pipeline(
         source = model
         class_name = None
         if not allow_download:
-            cached = _cached_file(model, "model_index.json")
+            cached = cached_hub_file(model, "model_index.json")
             if cached is None:
                 raise BackboneWeightsMissing(
                     f"{backbone}: weights for {model} are not in the Hugging Face cache ({_hub_cache()}); {_fetch_hint(model)}"
@@ -181,7 +182,7 @@ def _hub_cache() -> str:
         return "~/.cache/huggingface/hub"
 
 
-def _cached_file(repo_id: str, filename: str) -> str | None:
+def cached_hub_file(repo_id: str, filename: str) -> str | None:
     """Path of `filename` of `repo_id` in the HF cache, or None; touches no network."""
     try:
         from huggingface_hub import try_to_load_from_cache

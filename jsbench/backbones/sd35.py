@@ -172,10 +172,10 @@ def _sd35(model: str | None = None, device: str | None = None, **options) -> SD3
 
 
 @register("sd35-medium")
-def _sd35_medium(model: str | None = None, device: str | None = None, **options) -> SD35Backbone:
+def _sd35_medium(model: str | None = None, device: str | None = None, **options) -> SD35MediumBackbone:
     return SD35MediumBackbone(model=model, device=device, **options)
 
 
 @register("sd35-large")
-def _sd35_large(model: str | None = None, device: str | None = None, **options) -> SD35Backbone:
+def _sd35_large(model: str | None = None, device: str | None = None, **options) -> SD35LargeBackbone:
     return SD35LargeBackbone(model=model, device=device, **options)
