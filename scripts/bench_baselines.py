@@ -194,36 +194,25 @@ def bandit_gradient_error(B: int, K: int, reps: int, level_sd: float, seed: int)
 
 
 def gradient_variance(steps: int, B: int, K: int, batches: int, seed: int, policy_path: str | None) -> dict:
-    from jsbench.baselines import advantages
+    from jsbench.distributed import DistContext
     from jsbench.train import TrainConfig, Trainer
 
-    trainer = Trainer(TrainConfig(steps=steps, contexts=B, samples=K, baseline="js", seed=seed, iters=1), ROOT / "runs" / "bench-gradvar")
-    policy = trainer.policy
+    trainer = Trainer(TrainConfig(steps=steps, contexts=B, samples=K, baseline="js", seed=seed, iters=1), ROOT / "runs" / "bench-gradvar", dist=DistContext())
     if policy_path:
         from jsbench.policy import load_policy
 
-        policy, _ = load_policy(policy_path, backbone=trainer.backbone, steps=steps)
-        policy.train()
-    params = [p for p in policy.parameters() if p.requires_grad]
+        trainer.policy, _ = load_policy(policy_path, backbone=trainer.backbone, steps=steps)  # rolled out and differentiated; never stepped
+        trainer.policy.train()
+    params = [p for p in trainer.policy.parameters() if p.requires_grad]
     names = list(BASELINES)
     grads_per_batch = {n: [] for n in names}
     rewards_all = []
     for it in range(batches):
-        prompts, seeds, torch_seed = trainer.contexts_for(it)
-        cond = trainer.backbone.encode(prompts)
-        x_T = trainer.backbone.initial_noise(seeds)
-        torch.manual_seed(torch_seed)
-        simplex = policy.sample_simplex(x_T, cond.pooled, K)
-        sigmas = policy.sigmas(simplex).reshape(-1, steps + 1)
-        rows = torch.arange(B).repeat_interleave(K)
-        images = trainer.backbone.sample(x_T[rows], cond.take(rows), sigmas)
-        rewards = trainer.reward(images, [prompts[i] for i in rows.tolist()]).view(B, K).double()
-        rewards_all.append(rewards)
-        log_prob = policy.log_prob(x_T, cond.pooled, simplex)
+        ro = trainer.rollout(it)  # the training loop's own rollout of update `it`: same contexts, draws, images, rewards
+        rewards_all.append(ro.rewards)
         for n in names:
-            adv, _ = advantages(n, rewards)
-            loss = -(adv.to(log_prob.dtype) * log_prob).mean()
-            g = torch.autograd.grad(loss, params, retain_graph=True, allow_unused=True)
+            loss, _ = trainer.policy_loss(ro, baseline=n)
+            g = torch.autograd.grad(loss, params, allow_unused=True)
             flat = torch.cat([(x if x is not None else torch.zeros_like(p)).reshape(-1) for x, p in zip(g, params)]).double()
             grads_per_batch[n].append(flat)
     out = {"steps": steps, "B": B, "K": K, "batches": batches, "policy": policy_path or "untrained instance policy (default schedule)"}
