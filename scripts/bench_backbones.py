@@ -34,7 +34,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jsbench.backbones import load_backbone  # noqa: E402
+from jsbench.backbones import backbone_class, load_backbone  # noqa: E402
 from jsbench.backbones.tiny import TINY_KINDS, save_tiny_pipeline  # noqa: E402
 from jsbench.io import write_text_atomic  # noqa: E402
 from jsbench.policy_features import full_size_config  # noqa: E402
@@ -42,6 +42,8 @@ from jsbench.schedule import floor_increments, increments_from_sigmas, sigmas_fr
 
 # Published configs of the full-size networks (the models' transformer/unet config.json), used only on
 # the meta device for FLOP counts. `cfg_batch` is 2 where classifier-free guidance doubles the batch.
+# `clip_len`: CLIP tokens in the text sequence. What the adapter classes declare (default steps, T5 length,
+# default image size, hence the latent grid) is read from them: `full_size(kind)`.
 FULL_SIZE = {
     "sdxl": {
         "cls": "UNet2DConditionModel",
@@ -52,7 +54,7 @@ FULL_SIZE = {
             attention_head_dim=(5, 10, 20), cross_attention_dim=2048, use_linear_projection=True,
             addition_embed_type="text_time", addition_time_embed_dim=256, projection_class_embeddings_input_dim=2816,
         ),
-        "latent": (4, 128, 128), "text_len": 77, "text_dim": 2048, "pooled": 1280, "cfg_batch": 2, "default_steps": 50,
+        "latent_channels": 4, "clip_len": 77, "text_dim": 2048, "pooled": 1280, "cfg_batch": 2,
     },
     "sd35": {  # SD3.5 Medium (MMDiT-X)
         "cls": "SD3Transformer2DModel",
@@ -61,7 +63,7 @@ FULL_SIZE = {
             num_attention_heads=24, joint_attention_dim=4096, caption_projection_dim=1536, pooled_projection_dim=2048,
             pos_embed_max_size=384, qk_norm="rms_norm", dual_attention_layers=tuple(range(13)),
         ),
-        "latent": (16, 128, 128), "text_len": 77 + 256, "text_dim": 4096, "pooled": 2048, "cfg_batch": 2, "default_steps": 28,
+        "latent_channels": 16, "clip_len": 77, "text_dim": 4096, "pooled": 2048, "cfg_batch": 2,
     },
     "sd35-large": {
         "cls": "SD3Transformer2DModel",
@@ -70,19 +72,33 @@ FULL_SIZE = {
             num_attention_heads=38, joint_attention_dim=4096, caption_projection_dim=2432, pooled_projection_dim=2048,
             pos_embed_max_size=192, qk_norm="rms_norm",
         ),
-        "latent": (16, 128, 128), "text_len": 77 + 256, "text_dim": 4096, "pooled": 2048, "cfg_batch": 2, "default_steps": 28,
+        "latent_channels": 16, "clip_len": 77, "text_dim": 4096, "pooled": 2048, "cfg_batch": 2,
     },
     "flux-dev": {
         "cls": "FluxTransformer2DModel",
         "config": dict(guidance_embeds=True),
-        "latent": (4096, 64), "text_len": 512, "text_dim": 4096, "pooled": 768, "cfg_batch": 1, "default_steps": 28,
+        "latent_channels": 16, "clip_len": 0, "text_dim": 4096, "pooled": 768, "cfg_batch": 1,
     },
     "flux-schnell": {
         "cls": "FluxTransformer2DModel",
         "config": dict(guidance_embeds=False),
-        "latent": (4096, 64), "text_len": 256, "text_dim": 4096, "pooled": 768, "cfg_batch": 1, "default_steps": 4,
+        "latent_channels": 16, "clip_len": 0, "text_dim": 4096, "pooled": 768, "cfg_batch": 1,
     },
 }
+
+
+def full_size(kind: str) -> dict:
+    """FULL_SIZE[kind] plus what backbone `kind`'s class declares: `default_steps`, `text_len` (CLIP tokens +
+    the adapter's T5 length, where it has a T5), and `latent`, the sampler's latent at the class's
+    `default_image_size` (8x VAE): [C, h, w], or Flux's packed [tokens, 4C] (2x2 patches)."""
+    spec = dict(FULL_SIZE[kind])
+    cls = backbone_class(kind)
+    side = cls.default_image_size // 8
+    c = spec["latent_channels"]
+    spec["default_steps"] = cls.default_steps
+    spec["text_len"] = spec["clip_len"] + int(getattr(cls, "max_sequence_length", 0))
+    spec["latent"] = ((side // 2) ** 2, 4 * c) if spec["cls"] == "FluxTransformer2DModel" else (c, side, side)
+    return spec
 
 
 def _flop_count(fn) -> int:
@@ -97,7 +113,7 @@ def backbone_step_flops(kind: str) -> tuple[int, int]:
     """(FLOPs of one denoising step at 1024 px, parameter count) of the full-size network, on meta."""
     import diffusers
 
-    spec = FULL_SIZE[kind]
+    spec = full_size(kind)
     B = spec["cfg_batch"]
     with torch.device("meta"):
         net = getattr(diffusers, spec["cls"])(**spec["config"])
@@ -148,7 +164,7 @@ def _policy(latent_shape, pooled_dim: int, steps: int, width: int, feature_depth
 
 def full_size_policy(kind: str, steps: int) -> tuple[int, int]:
     """(forward FLOPs for one sample, parameters) of the ~20M policy at the real latent size."""
-    spec = FULL_SIZE[kind]
+    spec = full_size(kind)
     fs = full_size_config(spec["latent"])
     with torch.device("meta"):
         pol, fwd = _policy(spec["latent"], spec["pooled"], steps, fs["width"], feature_depth=fs["depth"])
@@ -184,7 +200,7 @@ def bench_one(kind: str, folder: Path, batch: int, steps: int, repeats: int, nai
     assert not torch.allclose(per_row[0], per_row[1])
 
     kw = dict(height=bb.height, width=bb.width, output_type="pt", guidance_scale=bb.guidance_scale)
-    if kind != "sdxl":
+    if bb.max_sequence_length:  # a T5 (SD3.5, Flux; not SD-XL)
         kw["max_sequence_length"] = bb.max_sequence_length
     emb = {k: v for k, v in cond.tensors.items()}
 
@@ -268,7 +284,7 @@ def main(argv=None) -> int:
     if not args.no_flops:
         for kind in ["sdxl", "sd35", "sd35-large", "flux-dev", "flux-schnell"]:
             step_flops, net_params = backbone_step_flops(kind)
-            steps = FULL_SIZE[kind]["default_steps"]
+            steps = full_size(kind)["default_steps"]
             pol_flops, pol_params = full_size_policy(kind, steps)
             full.append({
                 "backbone": kind, "network_params": net_params, "step_flops": step_flops,

@@ -41,8 +41,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jsbench.backbones import load_backbone  # noqa: E402
-from jsbench.backbones.tiny import REAL_LATENT_SAMPLING, TINY_KINDS, TINY_SAMPLING, save_tiny_pipeline  # noqa: E402
+from jsbench.backbones import backbone_class, load_backbone  # noqa: E402
+from jsbench.backbones.tiny import REAL_LATENT_SAMPLING, TINY_KINDS, TINY_SAMPLING, TINY_VAE_FACTOR, save_tiny_pipeline  # noqa: E402
 from jsbench.io import write_json_atomic  # noqa: E402
 from jsbench.rewards import register_reward  # noqa: E402
 from jsbench.schedule import check_sigmas, increments_from_sigmas, sigmas_from_increments  # noqa: E402
@@ -55,6 +55,10 @@ PROMPTS = [
 ]
 PARITY_SEEDS = [11, 12, 13]
 IMAGE_TOL_BF16 = 2.0**-8  # tests/tiny_pipelines.py IMAGE_TOLERANCE_BF16 (see scripts/parity_bounds.py)
+#: latent side of the real-VAE decode: the real models' default image (1024^2, as their adapters declare) / 8
+REAL_VAE_SIDE = max(backbone_class(kind).default_image_size for kind in TINY_KINDS) // 8
+#: steps of the train/eval stage at the real latent shapes: the backbone's own default, at most SD3.5/Flux's 28
+MAX_SMOKE_STEPS = 28
 
 
 # ---- a reward and a suite that need nothing but torch ------------------------------------------------------
@@ -290,7 +294,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "gpu_smoke.json")
     ap.add_argument("--cpu", action="store_true", help="dry run on the CPU: every stage at toy sizes (32 px, 4 steps, fp32)")
     ap.add_argument("--kinds", nargs="*", default=list(TINY_KINDS), help="tiny families to check (none: only the VAE decode)")
-    ap.add_argument("--vae-side", type=int, default=None, help="latent side of the real-VAE decode (default 128 = 1024^2; 8 with --cpu)")
+    ap.add_argument("--vae-side", type=int, default=None,
+                    help=f"latent side of the real-VAE decode (default {REAL_VAE_SIDE} = {8 * REAL_VAE_SIDE}^2; 8 with --cpu)")
     args = ap.parse_args(argv)
     start = time.perf_counter()
     if args.cpu:
@@ -330,13 +335,14 @@ def main(argv=None) -> int:
             if args.cpu:
                 folder, steps = small, 4
             else:  # the real models' latent grid: 1024^2 -> 128 x 128 (tiny VAEs downsample by 2: 256 px)
-                folder = save_tiny_pipeline(kind, tmp / f"{kind}-real", sampling=REAL_LATENT_SAMPLING[kind], max_latent_side=128)
-                steps = 4 if kind == "flux-schnell" else 28
+                real = REAL_LATENT_SAMPLING[kind]
+                folder = save_tiny_pipeline(kind, tmp / f"{kind}-real", sampling=real, max_latent_side=real["height"] // TINY_VAE_FACTOR)
+                steps = min(MAX_SMOKE_STEPS, backbone_class(kind).default_steps)  # Flux-Schnell: its 4
             fam.update(stage(f"{kind} train/eval/cost", lambda: train_eval_cost(kind, str(folder), device, dtype, steps, tmp / f"{kind}-policy")))
             result["families"][kind] = fam
         if "flux-dev" in args.kinds:
             result["offload"] = stage("offload", lambda: offload_check(str(tmp / "flux-dev-tiny"), device, dtype))
-        side = args.vae_side or (8 if args.cpu else 128)
+        side = args.vae_side or (8 if args.cpu else REAL_VAE_SIDE)
         for family in ("sd3-flux", "sdxl"):
             result["vae_decode"][family] = stage(f"{family} VAE decode", lambda: decode_memory(family, side, device, dtype))
     result["seconds"] = round(time.perf_counter() - start, 1)

@@ -29,6 +29,7 @@ SHIPPED_WEIGHTS = Path(__file__).resolve().parent / "weights" / "scenes-dit"
 class ScenesDiTBackbone(SD35Backbone):
     name = "scenes-dit"
     default_model_id = str(SHIPPED_WEIGHTS)
+    default_image_size = 48  # px, square: what the shipped weights were trained at (sample_size 12 x VAE factor 4)
     default_steps = 28
     default_guidance = 3.0
     draws_embedded_world = True

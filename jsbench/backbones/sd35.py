@@ -28,6 +28,7 @@ __all__ = ["SD35Backbone", "SD35LargeBackbone"]
 class SD35Backbone(FlowMatchBackbone):
     name = "sd35"
     default_model_id = "stabilityai/stable-diffusion-3.5-medium"
+    default_image_size = 1024  # px, square: the real model's default image (its MMDiT's sample_size 128 x VAE factor 8)
     pipeline_class_name = "StableDiffusion3Pipeline"
     default_steps = 28
     default_guidance = 7.0

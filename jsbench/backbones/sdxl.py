@@ -34,6 +34,7 @@ __all__ = ["SDXLBackbone"]
 class SDXLBackbone(DiffusersBackbone):
     name = "sdxl"
     default_model_id = "stabilityai/stable-diffusion-xl-base-1.0"
+    default_image_size = 1024  # px, square: the real model's default image (its UNet's sample_size 128 x VAE factor 8)
     pipeline_class_name = "StableDiffusionXLPipeline"
     default_steps = 50
     default_guidance = 5.0

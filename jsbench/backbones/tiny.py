@@ -188,10 +188,21 @@ def build_tiny_pipeline(kind: str, seed: int = 0, max_latent_side: int = 32, mu_
     return cls.tiny_pipeline(max_latent_side=max_latent_side, mu_tokens=mu_tokens)
 
 
-#: the real models' latent grids at their 1024^2 default: 128x128 latents (Flux/SD3: 4096 image tokens, the
-#: token count at which Flux-Dev's dynamic shift reaches mu = max_shift = 1.15). The tiny VAEs downsample by
-#: 2, not 8, so 256 px gives the tiny pipelines the same latent grid and the same token count.
-REAL_LATENT_SAMPLING = {kind: {**sampling, "height": 256, "width": 256} for kind, sampling in TINY_SAMPLING.items()}
+#: the real models' latent grids at their default image size (the adapter's `default_image_size`, 1024^2 for
+#: all four): 128x128 latents (Flux/SD3: 4096 image tokens, the token count at which Flux-Dev's dynamic shift
+#: reaches mu = max_shift = 1.15). The tiny VAEs downsample by 2, not 8, so 256 px gives the tiny pipelines
+#: the same latent grid and the same token count.
+REAL_VAE_FACTOR, TINY_VAE_FACTOR = 8, 2
+
+
+def _real_latent_sampling(kind: str) -> dict:
+    from jsbench.backbones import backbone_class
+
+    side = backbone_class(kind).default_image_size // REAL_VAE_FACTOR * TINY_VAE_FACTOR
+    return {**TINY_SAMPLING[kind], "height": side, "width": side}
+
+
+REAL_LATENT_SAMPLING = {kind: _real_latent_sampling(kind) for kind in TINY_KINDS}
 
 
 def save_tiny_pipeline(kind: str, path: str | Path, seed: int = 0, sampling: dict | None = None, **build) -> Path:
