@@ -44,9 +44,9 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     start = time.perf_counter()
     backbone = load_backbone("detail")
-    metas = [it.metadata for it in load_suite("geneval", backbone).items("test")]
+    suite = load_suite("geneval", backbone)  # scores as evaluation does: the detail world's detector, GenEval's rules
     cands = candidate_grid(args.points, args.low, args.high)
-    cal = calibrate_detail(backbone, metas, args.search_seeds, args.report_seeds, cands, args.ceiling_steps, log=lambda m: print(m, flush=True))
+    cal = calibrate_detail(backbone, suite, suite.items("test"), args.search_seeds, args.report_seeds, cands, args.ceiling_steps, log=lambda m: print(m, flush=True))
     print(f"\ndetail world, N = {cal.steps}: {cal.n_prompts} held-out prompts ({cal.n_open_prompts} open: 'with stripes' / "
           f"'with mixed stripes'), {cal.report_seeds} report seeds each (search: {cal.search_seeds} other seeds, {cal.candidates} candidates)")
     print(f"{'schedule':<28}{'all prompts':>18}{'open prompts':>18}{'named texture':>18}")

@@ -25,8 +25,8 @@ from rich.table import Table
 
 from jsbench.backbones import load_backbone
 from jsbench.io import write_text_atomic
+from jsbench.suites import load_suite
 from jsbench.world.calibration import calibrate_budget, score_grid
-from jsbench.world.scenes import make_prompts, split_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -48,16 +48,17 @@ def main() -> None:
     console = Console()
     backbone = load_backbone(args.backbone)
     candidates = dict(grid_points=args.grid_points, shifts=args.shifts, random_count=args.random_count)
-    metas = split_prompts(make_prompts(), "test")
+    suite = load_suite("geneval", backbone)  # scores as evaluation does: the world's exact detector, GenEval's rules
+    items = suite.items("test")
     search = list(range(10_000, 10_000 + args.search_seeds))
     report = list(range(20_000, 20_000 + args.report_seeds))
     start = time.perf_counter()
-    ceiling = float(score_grid(backbone, metas, report, backbone.default_sigmas(args.ceiling_steps, torch.zeros(1, 1)).cpu()).mean())
+    ceiling = float(score_grid(backbone, suite, items, report, backbone.default_sigmas(args.ceiling_steps, torch.zeros(1, 1)).cpu()).mean())
     rows = []
     for n in args.steps:
-        rows.append(calibrate_budget(backbone, metas, n, search, report, ceiling, candidates))
+        rows.append(calibrate_budget(backbone, suite, items, n, search, report, ceiling, candidates))
         console.print(f"N={n} done ({time.perf_counter() - start:.0f} s)", style="dim")
-    table = Table(title=f"{args.backbone} calibration · {len(metas)} held-out prompts × {len(report)} seeds (GenEval correct)")
+    table = Table(title=f"{args.backbone} calibration · {len(items)} held-out prompts × {len(report)} seeds (GenEval correct)")
     for col in ("N", "default", "uniform", "shift 3", "searched global", "searched per prompt", "per-prompt − global", f"ceiling ({args.ceiling_steps})"):
         table.add_column(col)
     for r in rows:

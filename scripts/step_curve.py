@@ -24,8 +24,8 @@ from rich.table import Table
 
 from jsbench.backbones import load_backbone
 from jsbench.io import write_text_atomic
+from jsbench.suites import load_suite
 from jsbench.world.calibration import score_grid
-from jsbench.world.scenes import make_prompts, split_prompts
 
 
 def main(argv=None) -> None:
@@ -42,19 +42,20 @@ def main(argv=None) -> None:
     out = committed if args.write else args.out
     console = Console()
     backbone = load_backbone(args.backbone)
-    metas = split_prompts(make_prompts(), "test")
+    suite = load_suite("geneval", backbone)  # the world's exact detector and GenEval's rules
+    items = suite.items("test")
     seeds = list(range(30_000, 30_000 + args.seeds))
     rows = []
     for n in args.steps:
         start = time.perf_counter()
         sig = backbone.default_sigmas(n, torch.zeros(1, 1)).cpu()
-        correct = score_grid(backbone, metas, seeds, sig, chunk=args.chunk)[0]  # [P, S]
+        correct = score_grid(backbone, suite, items, seeds, sig, chunk=args.chunk)[0]  # [P, S]
         per_prompt = correct.mean(-1)
         stderr = float(per_prompt.std(unbiased=True) / math.sqrt(per_prompt.numel()))
         rows.append({"steps": n, "correct": float(correct.mean()), "stderr": stderr, "seconds": time.perf_counter() - start,
                      "sigmas": [round(float(v), 4) for v in sig[0]]})
         console.print(f"{n:>4} steps: {rows[-1]['correct']:.3f} ± {stderr:.3f}  ({rows[-1]['seconds']:.0f} s)")
-    table = Table(title=f"{args.backbone}: default schedule by step budget · {len(metas)} held-out prompts × {len(seeds)} seeds")
+    table = Table(title=f"{args.backbone}: default schedule by step budget · {len(items)} held-out prompts × {len(seeds)} seeds")
     table.add_column("steps")
     table.add_column("GenEval correct")
     for r in rows:

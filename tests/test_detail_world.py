@@ -41,6 +41,19 @@ def backbone():
     return load_backbone("detail")
 
 
+def _items(metas: list[dict]) -> list:
+    from jsbench.suites.base import EvalItem
+
+    return [EvalItem(m["prompt"], m["tag"], m) for m in metas]
+
+
+def _scored(backbone, metas, seeds, sigmas):
+    """The calibration's scoring of (metas[r], seeds[r]) rows, through the geneval suite as calibrate_detail.py passes it."""
+    from jsbench.suites import load_suite
+
+    return score_rows(backbone, load_suite("geneval", backbone), _items(metas), seeds, sigmas)
+
+
 def _single(texture: str, shape: str = "circle") -> dict:
     return next(m for m in make_detail_prompts() if m["tag"] == "single_object" and shape in m["prompt"] and m["texture"] == texture)
 
@@ -132,9 +145,9 @@ def test_one_step_sample_fails_and_ceiling_passes(backbone):
     metas = [_single(t, s) for t in PHRASES for s in ("circle", "square")]
     seeds = list(range(len(metas)))
     x = backbone.initial_noise(seeds)
-    one = score_rows(backbone, metas, seeds, backbone.default_sigmas(1, x)[0])
+    one = _scored(backbone, metas, seeds, backbone.default_sigmas(1, x)[0])
     assert one.sum() == 0  # one step lands on the mixture mean: blurry and between modes
-    ceiling = score_rows(backbone, metas, seeds, backbone.default_sigmas(60, x)[0])
+    ceiling = _scored(backbone, metas, seeds, backbone.default_sigmas(60, x)[0])
     assert ceiling.mean() >= 0.9
 
 
@@ -146,7 +159,7 @@ def test_best_schedule_follows_the_prompts_texture_scale(backbone):
     for texture in ("hairline stripes", "broad stripes"):
         metas = [_single(texture, s) for s in ("circle", "square", "triangle", "ring") for _ in range(24)]
         seeds = list(range(7000, 7000 + len(metas)))
-        scores[texture] = [float(score_rows(backbone, metas, seeds, sig).mean()) for sig in (late, early)]
+        scores[texture] = [float(_scored(backbone, metas, seeds, sig).mean()) for sig in (late, early)]
     # measured: hairline 0.42 late vs 0.00 early; broad 0.00 late vs 0.66 early (96 images each)
     assert scores["hairline stripes"][0] - scores["hairline stripes"][1] >= 0.25, scores
     assert scores["broad stripes"][1] - scores["broad stripes"][0] >= 0.3, scores
@@ -166,8 +179,8 @@ def test_noise_decides_the_texture_of_open_prompts(backbone):
     landed = (lat[:, TEXTURE_DIM, None] - anchors).abs().argmin(1)
     assert (landed == torch.where(mode == 1, broad, fine)).float().mean() >= 0.95
     fine_sched, broad_sched = torch.tensor([1.0, 0.17, 0.06, 0.0]), torch.tensor([1.0, 0.45, 0.2, 0.0])
-    s_fine = score_rows(backbone, metas, seeds, fine_sched)
-    s_broad = score_rows(backbone, metas, seeds, broad_sched)
+    s_fine = _scored(backbone, metas, seeds, fine_sched)
+    s_broad = _scored(backbone, metas, seeds, broad_sched)
     per_mode = torch.where(mode == 1, s_broad, s_fine).mean()
     assert per_mode - max(s_fine.mean(), s_broad.mean()) >= 0.15
 
@@ -229,11 +242,12 @@ def test_sample_efficiency_bench_runs_on_detail(tmp_path, monkeypatch):
 
 
 def test_calibration_picks_schedules_per_prompt_and_per_noise_mode(backbone):
+    from jsbench.suites import load_suite
     from jsbench.world.detail_calibration import calibrate_detail
 
     metas = [_single("hairline stripes"), _single("broad stripes"), _single("mixed stripes")]
     cands = torch.tensor([[1.0, 0.1, 0.025, 0.0], [1.0, 0.45, 0.2, 0.0]])
-    cal = calibrate_detail(backbone, metas, search_seeds=6, report_seeds=2, candidates=cands, ceiling_steps=10)
+    cal = calibrate_detail(backbone, load_suite("geneval", backbone), _items(metas), search_seeds=6, report_seeds=2, candidates=cands, ceiling_steps=10)
     sched = cal.per_prompt_schedules
     assert sched[metas[0]["prompt"]] == [0.1, 0.025] and sched[metas[1]["prompt"]] == [0.45, 0.2]
     assert set(cal.per_instance_schedules) == {metas[2]["prompt"]}

@@ -2,7 +2,9 @@
 
 For a step budget N a fixed candidate set of schedules is scored on every (prompt, seed) pair of the
 held-out prompts. The best global schedule and the best schedule per prompt are *chosen* on search
-seeds and *reported* on fresh seeds, so the table measures headroom, not best-of-n luck.
+seeds and *reported* on fresh seeds, so the table measures headroom, not best-of-n luck. Images are scored
+by the suite the caller passes (`load_suite("geneval", backbone)`: the world's exact detector and GenEval's
+rules), on its items, so calibration and evaluation score alike.
 """
 
 from __future__ import annotations
@@ -12,26 +14,26 @@ from dataclasses import dataclass
 
 import torch
 
-from jsbench.scoring.geneval import evaluate_detections
 from jsbench.schedule import candidate_schedules, shifted_sigmas, uniform_sigmas  # noqa: F401 (candidate_schedules re-exported)
-from jsbench.world.detect import detect
 
 
-def score_grid(backbone, metas: list[dict], seeds: list[int], schedules: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
-    """correct[c, p, s] for schedule c, prompt p, seed s (1.0 when GenEval's checks pass)."""
-    prompts = [m["prompt"] for m in metas for _ in seeds]
-    rows_meta = [m for m in metas for _ in seeds]
+def score_grid(backbone, suite, items: list, seeds: list[int], schedules: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
+    """score[c, p, s] of schedule c on item p and seed s: the suite's primary per-image metric (the geneval
+    suite's `correct`, 1.0 when GenEval's checks pass). The caller passes the suite and its items (the world
+    imports no suite); `suite.score(images, items)` scores each chunk of images."""
+    prompts = [it.prompt for it in items for _ in seeds]
+    row_items = [it for it in items for _ in seeds]
     cond = backbone.encode(prompts)
-    x_T = backbone.initial_noise([s for _ in metas for s in seeds])
-    out = torch.zeros(len(schedules), len(metas), len(seeds))
+    x_T = backbone.initial_noise([s for _ in items for s in seeds])
+    metric = suite.primary_metric
+    out = torch.zeros(len(schedules), len(items), len(seeds))
     for c, sig in enumerate(schedules):
-        correct = []
+        scores = []
         for start in range(0, len(prompts), chunk):
             idx = list(range(start, min(start + chunk, len(prompts))))
-            sub = cond.take(idx)
-            images = backbone.sample(x_T[idx], sub, sig.expand(len(idx), -1).contiguous())
-            correct += [evaluate_detections(d, m)[0] for d, m in zip(detect(images), rows_meta[start : start + len(idx)])]
-        out[c] = torch.tensor(correct, dtype=torch.float32).view(len(metas), len(seeds))
+            images = backbone.sample(x_T[idx], cond.take(idx), sig.expand(len(idx), -1).contiguous())
+            scores += [sc[metric] for sc in suite.score(images, row_items[start : start + len(idx)])]
+        out[c] = torch.tensor(scores, dtype=torch.float32).view(len(items), len(seeds))
     return out
 
 
@@ -55,16 +57,17 @@ def _stderr(x: torch.Tensor) -> float:
 
 
 def calibrate_budget(
-    backbone, metas, steps: int, search_seeds: list[int], report_seeds: list[int], ceiling: float, candidates: dict | None = None
+    backbone, suite, items: list, steps: int, search_seeds: list[int], report_seeds: list[int], ceiling: float, candidates: dict | None = None
 ) -> BudgetRow:
+    """One row of the calibration table on `items` (the suite's held-out items), scored by `suite`."""
     cands = candidate_schedules(steps, **(candidates or {}))
-    search = score_grid(backbone, metas, search_seeds, cands).mean(-1)  # [C, P]
+    search = score_grid(backbone, suite, items, search_seeds, cands).mean(-1)  # [C, P]
     best_global = int(search.mean(1).argmax())
     best_per_prompt = search.argmax(0)  # [P]
     fixed = torch.stack([backbone.default_sigmas(steps, torch.zeros(1, 1))[0].cpu(), uniform_sigmas(steps)[0], shifted_sigmas(steps, 3.0)[0], cands[best_global]])
-    report_fixed = score_grid(backbone, metas, report_seeds, fixed).mean(-1)  # [4, P]
+    report_fixed = score_grid(backbone, suite, items, report_seeds, fixed).mean(-1)  # [4, P]
     per_prompt = torch.stack(
-        [score_grid(backbone, [m], report_seeds, cands[int(best_per_prompt[p])][None])[0, 0].mean() for p, m in enumerate(metas)]
+        [score_grid(backbone, suite, [it], report_seeds, cands[int(best_per_prompt[p])][None])[0, 0].mean() for p, it in enumerate(items)]
     )
     gain = per_prompt - report_fixed[3]
     return BudgetRow(
@@ -77,6 +80,6 @@ def calibrate_budget(
         per_prompt_gain=float(gain.mean()),
         per_prompt_gain_stderr=_stderr(gain),
         ceiling=ceiling,
-        n_images=len(metas) * len(report_seeds),
+        n_images=len(items) * len(report_seeds),
         global_schedule=[round(float(v), 4) for v in cands[best_global]],
     )

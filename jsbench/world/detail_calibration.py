@@ -21,7 +21,6 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from jsbench.scoring.geneval import evaluate_detections
 from jsbench.schedule import uniform_sigmas
 from jsbench.world.detail import OPEN_PHRASES, noise_mode
 
@@ -33,17 +32,19 @@ def candidate_grid(points: int = 12, low: float = 0.008, high: float = 0.8) -> t
     return torch.tensor(rows, dtype=torch.float32)
 
 
-def score_rows(backbone, metas: list[dict], seeds: list[int], sigmas: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
-    """correct [R] for rows (metas[r], seeds[r]) sampled along sigmas[r] ([R, N+1], or [N+1] for all)."""
+def score_rows(backbone, suite, items: list, seeds: list[int], sigmas: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+    """The suite's primary per-image metric [R] (the geneval suite's `correct`) for rows (items[r], seeds[r])
+    sampled along sigmas[r] ([R, N+1], or [N+1] for all). The caller passes the suite (the world imports
+    none): `load_suite("geneval", backbone)` scores with the detail world's detector and GenEval's rules."""
     if sigmas.dim() == 1:
-        sigmas = sigmas.expand(len(metas), -1)
-    world = backbone.geneval_world
+        sigmas = sigmas.expand(len(items), -1)
+    metric = suite.primary_metric
     out = []
-    for start in range(0, len(metas), chunk):
+    for start in range(0, len(items), chunk):
         part = slice(start, start + chunk)
-        prompts = [m["prompt"] for m in metas[part]]
+        prompts = [it.prompt for it in items[part]]
         images = backbone.sample(backbone.initial_noise(seeds[part]), backbone.encode(prompts), sigmas[part].contiguous())
-        out += [float(evaluate_detections(d, m)[0]) for d, m in zip(world.detect(images), metas[part])]
+        out += [float(sc[metric]) for sc in suite.score(images, items[part])]
     return torch.tensor(out)
 
 
@@ -72,21 +73,22 @@ class DetailCalibration:
 
 
 def calibrate_detail(
-    backbone, metas: list[dict], search_seeds: int, report_seeds: int, candidates: torch.Tensor, ceiling_steps: int = 200,
+    backbone, suite, items: list, search_seeds: int, report_seeds: int, candidates: torch.Tensor, ceiling_steps: int = 200,
     search_base: int = 10_000_000, report_base: int = 20_000_000, log=None,
 ) -> DetailCalibration:
-    """The calibration table at N = candidates.shape[1] - 1 on `metas` (the held-out prompts).
+    """The calibration table at N = candidates.shape[1] - 1 on `items` (the suite's held-out items), scored
+    by `suite` (see `score_rows`).
 
     Every (prompt, seed) row has its own noise (seed = base + row), search and report bases apart: shared
     noises across prompts would let one unlucky detail norm or noise mode steer every prompt's search."""
     steps = candidates.shape[1] - 1
-    P, S = len(metas), search_seeds
-    s_metas = [m for m in metas for _ in range(S)]
+    P, S = len(items), search_seeds
+    s_items = [it for it in items for _ in range(S)]
     s_seeds = [search_base + i for i in range(P * S)]
-    modes_search = noise_mode(backbone.initial_noise(s_seeds), [m["prompt"] for m in s_metas]).view(P, S)
+    modes_search = noise_mode(backbone.initial_noise(s_seeds), [it.prompt for it in s_items]).view(P, S)
     score = torch.zeros(len(candidates), P, S)
     for c, sig in enumerate(candidates):
-        score[c] = score_rows(backbone, s_metas, s_seeds, sig).view(P, S)
+        score[c] = score_rows(backbone, suite, s_items, s_seeds, sig).view(P, S)
         if log and (c + 1) % 10 == 0:
             log(f"  searched {c + 1}/{len(candidates)} candidates")
     per_prompt = score.mean(-1)  # [C, P]
@@ -100,24 +102,24 @@ def calibrate_detail(
         best_mode[:, m] = torch.where(hits.sum(-1) > 0, mean_m.argmax(0), best_prompt)
 
     R = report_seeds
-    r_metas = [m for m in metas for _ in range(R)]
+    r_items = [it for it in items for _ in range(R)]
     r_seeds = [report_base + i for i in range(P * R)]
     x_r = backbone.initial_noise(r_seeds)
-    modes_report = noise_mode(x_r, [m["prompt"] for m in r_metas])
+    modes_report = noise_mode(x_r, [it.prompt for it in r_items])
     prompt_of_row = torch.arange(P).repeat_interleave(R)
     fixed = {
         "default": backbone.default_sigmas(steps, x_r[:1])[0].float().cpu(),
         "uniform": uniform_sigmas(steps)[0].float(),
         "searched global": candidates[best_global],
     }
-    results = {name: score_rows(backbone, r_metas, r_seeds, sig) for name, sig in fixed.items()}
-    results["searched per prompt"] = score_rows(backbone, r_metas, r_seeds, candidates[best_prompt[prompt_of_row]])
-    results["searched per instance"] = score_rows(backbone, r_metas, r_seeds, candidates[best_mode[prompt_of_row, modes_report]])
+    results = {name: score_rows(backbone, suite, r_items, r_seeds, sig) for name, sig in fixed.items()}
+    results["searched per prompt"] = score_rows(backbone, suite, r_items, r_seeds, candidates[best_prompt[prompt_of_row]])
+    results["searched per instance"] = score_rows(backbone, suite, r_items, r_seeds, candidates[best_mode[prompt_of_row, modes_report]])
     if log:
         log(f"  reported; ceiling ({ceiling_steps} steps)")
-    results[f"ceiling ({ceiling_steps} steps)"] = score_rows(backbone, r_metas, r_seeds, backbone.default_sigmas(ceiling_steps, x_r[:1])[0].float().cpu())
+    results[f"ceiling ({ceiling_steps} steps)"] = score_rows(backbone, suite, r_items, r_seeds, backbone.default_sigmas(ceiling_steps, x_r[:1])[0].float().cpu())
 
-    is_open = torch.tensor([m["texture"] in OPEN_PHRASES for m in metas])
+    is_open = torch.tensor([it.metadata["texture"] in OPEN_PHRASES for it in items])
     subsets = {"all": torch.ones(P, dtype=torch.bool), "open": is_open, "closed": ~is_open}
     out = DetailCalibration(
         steps=steps, n_prompts=P, n_open_prompts=int(is_open.sum()), search_seeds=S, report_seeds=R,
@@ -130,8 +132,8 @@ def calibrate_detail(
     for a, b in (("searched per prompt", "searched global"), ("searched per instance", "searched per prompt"), ("searched per instance", "searched global")):
         diff = by_prompt[a] - by_prompt[b]
         out.gains[f"{a} - {b}"] = {k: _mean_se(diff[mask]) for k, mask in subsets.items() if mask.sum() > 1}
-    for p, m in enumerate(metas):
-        out.per_prompt_schedules[m["prompt"]] = [round(float(v), 4) for v in candidates[best_prompt[p], 1:-1]]
+    for p, it in enumerate(items):
+        out.per_prompt_schedules[it.prompt] = [round(float(v), 4) for v in candidates[best_prompt[p], 1:-1]]
         if is_open[p]:
-            out.per_instance_schedules[m["prompt"]] = {mode: [round(float(v), 4) for v in candidates[best_mode[p, mode], 1:-1]] for mode in (0, 1)}
+            out.per_instance_schedules[it.prompt] = {mode: [round(float(v), 4) for v in candidates[best_mode[p, mode], 1:-1]] for mode in (0, 1)}
     return out
