@@ -135,32 +135,23 @@ def bench_analytic(bb, steps_list, batches, repeats, naive_batch) -> list[dict]:
 
 
 def bench_training_split(steps: int, contexts: int, samples: int, updates: int) -> dict:
-    """Per update: policy work (sample the Dirichlet, log-prob, backward, optimizer) vs sampler + reward."""
-    from jsbench.baselines import advantages
+    """Per update: policy work (sample the Dirichlet, log-prob, backward, clipping, optimizer) vs sampler + reward,
+    timed on the training step's own parts (Trainer.prepare, draw, generate, score, update; js baseline)."""
     from jsbench.distributed import DistContext
     from jsbench.train import TrainConfig, Trainer
 
-    tr = Trainer(TrainConfig(steps=steps, contexts=contexts, samples=samples, iters=1, seed=0), ROOT / "runs" / "bench-cost", dist=DistContext())
+    tr = Trainer(TrainConfig(steps=steps, contexts=contexts, samples=samples, iters=1, seed=0, baseline="js"), ROOT / "runs" / "bench-cost", dist=DistContext())
     parts = {"policy": [], "sampler": [], "reward": []}
     for it in range(updates + 1):
-        prompts, seeds, torch_seed = tr.contexts_for(it)
-        cond = tr.backbone.encode(prompts)
-        x = tr.backbone.initial_noise(seeds)
-        torch.manual_seed(torch_seed)
+        ro = tr.prepare(it)  # contexts, encoded prompts, noise: not timed
         t0 = time.perf_counter()
-        simplex = tr.policy.sample_simplex(x, cond.pooled, samples)
-        sigmas = tr.policy.sigmas(simplex).reshape(-1, steps + 1)
+        tr.draw(ro)
         t1 = time.perf_counter()
-        rows = torch.arange(contexts).repeat_interleave(samples)
-        images = tr.backbone.sample(x[rows], cond.take(rows), sigmas)
+        tr.generate(ro)
         t2 = time.perf_counter()
-        rewards = tr.reward(images, [prompts[i] for i in rows.tolist()]).view(contexts, samples).double()
+        tr.score(ro)
         t3 = time.perf_counter()
-        adv, _ = advantages("js", rewards)
-        loss = -(adv.float() * tr.policy.log_prob(x, cond.pooled, simplex)).mean()
-        tr.optimizer.zero_grad()
-        loss.backward()
-        tr.optimizer.step()
+        tr.update(ro)
         t4 = time.perf_counter()
         if it > 0:  # the first update pays one-off costs
             parts["policy"].append((t1 - t0) + (t4 - t3))
@@ -175,7 +166,7 @@ def bench_training_split(steps: int, contexts: int, samples: int, updates: int) 
 
 
 def bench_suites(bb, steps: int, seeds: int, batch: int) -> list[dict]:
-    from jsbench.evaluate import evaluate, resolve_schedule
+    from jsbench.evaluate import encode_rows, evaluate, resolve_schedule, sample_source
 
     out = []
     for name in available_suites():
@@ -192,10 +183,9 @@ def bench_suites(bb, steps: int, seeds: int, batch: int) -> list[dict]:
         t_sample = t_score = 0.0
         for start in range(0, n, batch):
             chunk = rows[start : start + batch]
-            cond = bb.encode([it.prompt for it, _ in chunk])
-            x = bb.initial_noise([s for _, s in chunk])
+            cond, x = encode_rows(bb, chunk)  # evaluate's own batch, its parts timed apart (encoding not timed)
             t = time.perf_counter()
-            images = bb.sample(x, cond, source.make(x, cond))
+            images = sample_source(bb, source, x, cond)
             t_sample += time.perf_counter() - t
             t = time.perf_counter()
             suite.score(images, [it for it, _ in chunk])
