@@ -96,3 +96,47 @@ def test_training_improves_on_the_default_schedule(tmp_path):
     learned = evaluate(trainer.backbone, suite, resolve_schedule(f"policy:{path}", trainer.backbone, 3), 4, items=items, progress=False)
     mean = lambda run: sum(s["correct"] for s in run.scores) / len(run.scores)
     assert mean(learned) > mean(default) + 0.05, (mean(learned), mean(default))
+
+
+def test_a_step_is_its_rollout_then_its_update(tmp_path):
+    """The seams: a rollout samples and scores without touching the policy; update(rollout) then does what
+    step does, to the bit; policy_loss takes another baseline on the same rollout."""
+    whole = Trainer(_config(iters=2), tmp_path / "whole")
+    records = [whole.step(0), whole.step(1)]
+    parts = Trainer(_config(iters=2), tmp_path / "parts")
+    before = {k: v.clone() for k, v in parts.policy.state_dict().items()}
+    ro = parts.rollout(0)
+    assert all(torch.equal(v, before[k]) for k, v in parts.policy.state_dict().items())
+    B, K, N = 4, 2, 3
+    assert ro.prompts == parts.contexts_for(0)[0] and ro.shard == (0, B)
+    assert ro.simplex.shape == (B, K, N) and ro.sigmas.shape == (B * K, N + 1) and ro.images.shape[0] == B * K
+    assert ro.rewards.shape == (B, K) and ro.rewards.dtype == torch.float64 and torch.equal(ro.rewards, ro.local)
+    loss_js, lam = parts.policy_loss(ro)
+    loss_none, no_lam = parts.policy_loss(ro, baseline="none")
+    assert lam is not None and no_lam is None
+    assert not torch.equal(loss_js, loss_none) or bool((ro.rewards == 0).all())
+    assert parts.update(ro) == records[0]
+    assert parts.update(parts.rollout(1)) == records[1]
+    for a, b in zip(whole.policy.state_dict().values(), parts.policy.state_dict().values()):
+        assert torch.equal(a, b)
+
+
+def test_policy_source_evaluates_a_policy_in_memory_like_its_saved_folder(tmp_path):
+    from jsbench.evaluate import evaluate, policy_source, resolve_schedule
+    from jsbench.suites import load_suite
+
+    trainer = Trainer(_config(iters=2), tmp_path / "run")
+    trainer.train(progress=False)
+    path = trainer.save_policy()
+    suite = load_suite("geneval", trainer.backbone)
+    items = suite.items("test")[:6]
+    saved = resolve_schedule(f"policy:{path}", trainer.backbone, 3)
+    memory = policy_source(trainer.policy, label="js")
+    assert (memory.label, memory.steps, memory.checksum, memory.spec) == ("js", 3, None, "policy:<in memory>")
+    assert saved.checksum and saved.manifest["baseline"] == "js" and saved.label == "js"
+    x = trainer.backbone.initial_noise([0, 1])
+    cond = trainer.backbone.encode([it.prompt for it in items[:2]])
+    assert torch.equal(memory.make(x, cond), saved.make(x, cond))
+    a = evaluate(trainer.backbone, suite, memory, 2, items=items, progress=False)
+    b = evaluate(trainer.backbone, suite, saved, 2, items=items, progress=False)
+    assert a.scores == b.scores
