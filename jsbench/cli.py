@@ -419,11 +419,10 @@ def _listing_backbone(name: str):
     from jsbench.backbones import backbone_class
 
     cls = backbone_class(name)
-    if cls is None or getattr(cls, "draws_embedded_world", False):
+    if cls is None or cls.draws_embedded_world:
         return _backbone(name, None, None)
-    return SimpleNamespace(name=name, model_id=getattr(cls, "default_model_id", name), device=None,
-                           draws_embedded_world=bool(getattr(cls, "draws_embedded_world", False)),
-                           geneval_world=getattr(cls, "geneval_world", None))
+    return SimpleNamespace(name=name, model_id=cls.default_model_id, device=None, draws_embedded_world=False,
+                           geneval_world=cls.geneval_world)
 
 
 @schedules_app.command("plot")

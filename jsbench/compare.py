@@ -3,7 +3,7 @@ records, render the leaderboard, and optionally check it against the committed o
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from jsbench import JsbenchError
@@ -103,15 +103,13 @@ def run_compare(
                 discard_partial(records_path)
                 log(f"  {source.label:<22} {steps if source.steps == steps else source.steps:>4} steps  done")
             for other in distilled:
-                # a distilled sampler runs at its own default budget, on the same prompts and seeds, and is
+                # a distilled sampler runs at its own default steps, on the same prompts and seeds, and is
                 # filed as a row of this backbone's table at this budget, so it sits beside the learned rows
-                own = int(getattr(other, "default_steps", steps))
-                source = resolve_schedule("default", other, own)
-                source.label = f"{other.name} ({own} steps, distilled)"
-                source.steps = steps
+                own = steps if other.default_steps is None else int(other.default_steps)
+                source = replace(resolve_schedule("default", other, own), label=f"{other.name} ({own} steps, distilled)", budget=steps)
                 bar.status(source.label)
                 run = evaluate(other, suite, source, seeds_per_prompt=seeds, progress=False, out=records_path, batch_size=batch_size, on_images=bar.advance)
-                runs[row_key(backbone.name, backbone.model_id, source.steps, source.label)] = run
+                runs[row_key(backbone.name, backbone.model_id, source.budget, source.label)] = run  # the row shows its section's budget
                 records = make_records(backbone, suite, source, run, reference=reference)
                 made += records
                 append_records(records_path, records)

@@ -24,11 +24,11 @@ from typing import Callable
 import torch
 
 from jsbench import JsbenchError
-from jsbench.backbones.base import eval_batch_size
+from jsbench.backbones.base import DEFAULT_CEILING_STEPS, eval_batch_size
 from jsbench.io import append_lines, read_prompt_lines
 from jsbench.schedule import check_sigmas, shifted_sigmas, uniform_sigmas
 
-CEILING_STEPS = 200
+CEILING_STEPS = DEFAULT_CEILING_STEPS  # the ceiling of a backbone whose `ceiling_steps` is the default (200)
 EVAL_SEED_BASE = 0
 
 
@@ -36,14 +36,26 @@ class EvalError(JsbenchError):
     pass
 
 
+_AT_STEPS = object()  # ScheduleSource.budget's default: the steps it runs
+
+
 @dataclass
 class ScheduleSource:
+    """A schedule to evaluate. `steps` is how many steps it runs; `budget` the step budget of the leaderboard
+    section its rows are filed under: `steps` unless given (a distilled sampler runs its own default steps in
+    another budget's section), None for a reference row that sits in every section of its backbone (the ceiling)."""
+
     spec: str
     label: str
     steps: int
     make: Callable[[torch.Tensor, object], torch.Tensor] = field(repr=False)
     checksum: str | None = None
     manifest: dict | None = None
+    budget: int | None = _AT_STEPS  # type: ignore[assignment]
+
+    def __post_init__(self):
+        if self.budget is _AT_STEPS:
+            self.budget = self.steps
 
 
 def method_label(manifest: dict) -> str:
@@ -74,9 +86,10 @@ def resolve_schedule(spec: str, backbone, steps: int, suite=None, log=None) -> S
     if kind == "default":
         return ScheduleSource(spec, "default", steps, lambda x, c: backbone.default_sigmas(steps, x))
     if kind == "ceiling":
-        # a backbone may name its own many-step reference (`ceiling_steps`, e.g. scenes-dit's 50)
-        n = int(arg) if arg else int(getattr(backbone, "ceiling_steps", CEILING_STEPS))
-        return ScheduleSource(spec, f"ceiling ({n} steps)", n, lambda x, c: backbone.default_sigmas(n, x))
+        # each backbone names its own many-step reference (`ceiling_steps`: 200, scenes-dit's 50); the row is
+        # a reference for every budget, so it has none of its own
+        n = int(arg) if arg else int(backbone.ceiling_steps)
+        return ScheduleSource(spec, f"ceiling ({n} steps)", n, lambda x, c: backbone.default_sigmas(n, x), budget=None)
     # Schedules stay float32 up to the backbone, whatever the latents' dtype: the adapter alone turns them
     # into model timesteps (rounded to bf16 here, neighbouring sigmas near 1 would merge)
     if kind == "uniform":

@@ -79,13 +79,14 @@ def unofficial_detectors(tables: list["Table"], suite: str) -> list[str]:
 
 def build_tables(records: list[Record], suite: str, metric: str) -> list[Table]:
     recs = [r for r in latest(records) if r.suite == suite and r.metric == metric]
-    ceilings = [r for r in recs if r.method.startswith("ceiling")]
-    # rows scored with another detector, colour model, prompt set, OCR engine or reward model are another section
-    budgets = sorted({(r.backbone, r.model_id, r.steps, provenance_key(r.provenance())) for r in recs if not r.method.startswith("ceiling")})
+    everywhere = [r for r in recs if r.budget is None]  # reference rows (the ceiling): in every section of their backbone
+    # one section per budget; rows scored with another detector, colour model, prompt set, OCR engine or reward
+    # model are another section
+    budgets = sorted({(r.backbone, r.model_id, r.budget, provenance_key(r.provenance())) for r in recs if r.budget is not None})
     tables = []
-    for backbone, model_id, steps, prov in budgets:
-        here = [r for r in recs if (r.backbone, r.model_id, r.steps, provenance_key(r.provenance())) == (backbone, model_id, steps, prov) and not r.method.startswith("ceiling")]
-        here += [r for r in ceilings if (r.backbone, r.model_id, provenance_key(r.provenance())) == (backbone, model_id, prov)]
+    for backbone, model_id, budget, prov in budgets:
+        here = [r for r in recs if (r.backbone, r.model_id, r.budget, provenance_key(r.provenance())) == (backbone, model_id, budget, prov)]
+        here += [r for r in everywhere if (r.backbone, r.model_id, provenance_key(r.provenance())) == (backbone, model_id, prov)]
         tasks = list(dict.fromkeys(r.task for r in here if r.task != "overall"))
         rows = []
         for method in sorted({r.method for r in here}, key=_method_rank):
@@ -96,7 +97,7 @@ def build_tables(records: list[Record], suite: str, metric: str) -> list[Table]:
             rows.append(
                 {
                     "method": method,
-                    "steps": overall.steps,
+                    "steps": overall.row_steps,
                     **{t: by_task[t].value if t in by_task else None for t in tasks},
                     "overall": overall.value,
                     "stderr": overall.stderr,
@@ -107,7 +108,7 @@ def build_tables(records: list[Record], suite: str, metric: str) -> list[Table]:
                     "counts": {t: (r.n_prompts, r.n_images) for t, r in by_task.items()},
                 }
             )
-        tables.append(Table(backbone, model_id, steps, tasks, rows, provenance={f: v for f, v in zip(PROVENANCE_FIELDS, prov) if v}))
+        tables.append(Table(backbone, model_id, budget, tasks, rows, provenance={f: v for f, v in zip(PROVENANCE_FIELDS, prov) if v}))
     return tables
 
 

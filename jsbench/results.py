@@ -22,14 +22,15 @@ from jsbench.io import append_lines
 PROVENANCE_FIELDS = ("detector", "color_model", "prompt_set", "ocr_engine", "reward_model")
 # a record is one (configuration, provenance, task, metric): numbers from another detector, colour model,
 # prompt set, OCR engine or reward model are another record, never a replacement
-KEY_FIELDS = ("backbone", "model_id", "steps", "method", "suite", "task", "metric", *PROVENANCE_FIELDS)
+KEY_FIELDS = ("backbone", "model_id", "steps", "budget", "method", "suite", "task", "metric", *PROVENANCE_FIELDS)
 
 
 @dataclass
 class Record:
     backbone: str
     model_id: str
-    steps: int
+    steps: int  # the steps the schedule ran
+    budget: int | None  # the leaderboard section it is filed under (None: every section of its backbone, the ceiling)
     method: str
     schedule: str
     suite: str
@@ -58,6 +59,12 @@ class Record:
 
     def provenance(self) -> dict:
         return {f: getattr(self, f) for f in PROVENANCE_FIELDS}
+
+    @property
+    def row_steps(self) -> int:
+        """The `steps` its leaderboard row shows: its section's budget, or, for a row in every section (the
+        ceiling), the steps it ran."""
+        return self.steps if self.budget is None else self.budget
 
 
 def git_commit() -> str | None:
@@ -118,6 +125,7 @@ def make_records(backbone, suite, source: ScheduleSource, run: EvalRun, referenc
                 backbone=backbone.name,
                 model_id=backbone.model_id,
                 steps=source.steps,
+                budget=source.budget,
                 method=source.label,
                 schedule=source.spec,
                 suite=suite.name,
@@ -158,11 +166,19 @@ def read_records(path: str | Path) -> list[Record]:
     for line in path.read_text().splitlines():
         try:
             data = json.loads(line)
+            if isinstance(data, dict) and "budget" not in data:
+                data["budget"] = _budget_of_old_line(data)
             # fields this version does not know are dropped; fields it added since default to None
             out.append(Record(**{k: (float("nan") if v is None and k in ("value", "stderr") else v) for k, v in data.items() if k in known}))
         except (json.JSONDecodeError, TypeError, AttributeError):
             continue
     return out
+
+
+def _budget_of_old_line(data: dict) -> int | None:
+    """The section of a record written before records carried their budget: the ceiling sat in every section
+    of its backbone, every other row in that of its steps (a distilled row's steps were its section's)."""
+    return None if str(data.get("method", "")).startswith("ceiling") else data.get("steps")
 
 
 def latest(records: list[Record]) -> list[Record]:

@@ -501,7 +501,7 @@ def _velocity_fn(backbone) -> tuple[Callable, torch.dtype]:
     """(f, dtype): f(x [R, ...], sigma [R], cond) -> the flow velocity [R, ...] of the backbone's model
     (guidance included), for the backbones whose clock is flow time; `dtype` is the precision the
     backbone's own sampler keeps its state in (float64 for the embedded world, float32 otherwise)."""
-    if callable(getattr(backbone, "velocity", None)):
+    if backbone.velocity is not None:  # a velocity the backbone offers beside its sampler (the protocol's optional one)
         return (lambda x, s, c: backbone.velocity(x, s, c).to(torch.float32)), torch.float32
     if hasattr(backbone, "world") and hasattr(backbone, "sample_latents"):  # the embedded world: exact posterior
 
@@ -610,7 +610,7 @@ def oss_sigmas(backbone, suite, steps: int, teacher_steps: int | None = None, pr
     """The cached OSS schedule of this backbone at N steps, computed on `prompts` training prompts x `seeds`."""
     if suite is None:
         raise ZooError("oss is computed on a suite's training prompts; this command has no suite")
-    M = int(teacher_steps or getattr(backbone, "ceiling_steps", 200))
+    M = int(teacher_steps or backbone.ceiling_steps)
     if M < steps:
         raise ZooError(f"oss: the teacher ({M} steps) must have at least the student's {steps} steps")
     items = _train_items(suite, prompts)
@@ -704,7 +704,7 @@ def searched_sigmas(backbone, suite, steps: int, prompts: int = 48, seeds: int =
     settings.update({k: v for k, v in search.items() if k in settings})
     key = {"model_id": backbone.model_id, "metric": suite.primary_metric, "prompts": [it.prompt for it in items],
            "seeds": seed_list, "search": settings, "version": 1}
-    batch = int(getattr(backbone, "eval_batch", 0) or 512)
+    batch = int(backbone.eval_batch or 512)
 
     def compute():
         return search_global_schedule(backbone, suite, steps, items, seed_list, batch=batch, log=log, **settings)

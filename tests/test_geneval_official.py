@@ -29,7 +29,7 @@ from jsbench.scoring.geneval import CLASSES, Detection, evaluate_detections, gro
 from jsbench.suites import load_suite
 from jsbench.scoring.geneval_prompts import OFFICIAL_SHA256
 
-REAL = SimpleNamespace(name="sdxl", device=torch.device("cpu"))
+REAL = SimpleNamespace(name="sdxl", device=torch.device("cpu"), draws_embedded_world=False, geneval_world=None)
 
 
 # ------------------------------------------------------------------------------------------ prompts
@@ -337,7 +337,7 @@ def _records(tmp_path, suite, method="default", value=0.5):
     items = suite.items("test")[:6]
     run = EvalRun(items=items, seeds=[0, 1], scores=[{"correct": value} for _ in items for _ in range(2)])
     bb = SimpleNamespace(name="flux-dev", model_id="black-forest-labs/FLUX.1-dev")
-    source = SimpleNamespace(steps=4, label=method, spec=method, checksum=None)
+    source = SimpleNamespace(steps=4, budget=4, label=method, spec=method, checksum=None)
     return make_records(bb, suite, source, run)
 
 

@@ -33,7 +33,7 @@ from jsbench.scoring.geneval_prompts import (
     validate_entry,
 )
 
-REAL = SimpleNamespace(name="sdxl", device=torch.device("cpu"))
+REAL = SimpleNamespace(name="sdxl", device=torch.device("cpu"), draws_embedded_world=False, geneval_world=None)
 
 
 # ------------------------------------------------------------------------------------------ prompts

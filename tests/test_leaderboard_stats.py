@@ -30,6 +30,7 @@ class _Backbone:
 class _Source:
     def __init__(self, label: str, steps: int = 3):
         self.label, self.spec, self.steps, self.checksum = label, label, steps, None
+        self.budget = steps
 
 
 ITEMS = [EvalItem(f"a{i}", "a") for i in range(3)] + [EvalItem(f"b{i}", "b") for i in range(5)]

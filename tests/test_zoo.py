@@ -330,6 +330,7 @@ def test_oss_needs_a_suite_and_a_flow_backbone(analytic):
 
     class NoVelocity:
         name = "other"
+        velocity = None
 
     from jsbench.zoo import _velocity_fn
 

@@ -23,7 +23,7 @@ from typing import Any, Sequence
 import torch
 
 from jsbench import JsbenchError
-from jsbench.backbones.base import Condition
+from jsbench.backbones.base import DEFAULT_CEILING_STEPS, Condition
 from jsbench.schedule import ScheduleError, check_sigmas, shift_sigmas
 
 __all__ = [
@@ -258,6 +258,10 @@ class DiffusersBackbone:
     decode_chunk: int = 4  # images per VAE decode call (a 1024^2 decode peaks at ~1.4 GiB per image in bf16)
     train_batch: int = 16  # rows per sampler call in a training update (B*K rows are split into such calls)
     eval_batch: int = 16  # rows per sampler call in evaluation (the default --batch-size)
+    ceiling_steps: int = DEFAULT_CEILING_STEPS  # steps of the `ceiling` reference row
+    draws_embedded_world: bool = False  # real images: the real suites score them (scenes-dit sets True)
+    geneval_world = None  # no embedded world of its own
+    velocity = None  # the zoo's OSS calls the flow adapters' `_velocity` (jsbench.zoo._velocity_fn)
 
     def __init__(
         self, model: str | None = None, device: str | torch.device | None = None, dtype: torch.dtype | None = None,

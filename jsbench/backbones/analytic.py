@@ -18,7 +18,7 @@ from typing import Sequence
 import torch
 
 from jsbench.backbones import register
-from jsbench.backbones.base import Condition
+from jsbench.backbones.base import DEFAULT_CEILING_STEPS, Condition
 from jsbench.schedule import check_sigmas, shifted_sigmas
 from jsbench.world import EmbeddedWorld
 from jsbench.world.mixture import euler_flow
@@ -29,6 +29,13 @@ class AnalyticBackbone:
     model_id = "jsbench/analytic-scenes"
     max_steps = 1000
     draws_embedded_world = True  # its prompts and images are the embedded world's; the world's suites score them
+    geneval_world = None  # the scene world's own GenEval prompts and exact detector
+    default_steps = None  # no step count of its own: as a distilled row it runs at its section's budget
+    ceiling_steps = DEFAULT_CEILING_STEPS
+    decode_chunk = None  # the renderer draws a whole batch in one call
+    eval_batch = None  # DEFAULT_EVAL_BATCH rows per evaluation call
+    train_batch = None  # a training update samples all B*K rows in one call
+    velocity = None  # the zoo's OSS reads the exact posterior velocity off `world` (jsbench.zoo._velocity_fn)
 
     def __init__(self, device: str | None = None):
         self.device = torch.device(device or "cpu")

@@ -10,7 +10,7 @@ Nothing above this module knows which backbone it holds. A backbone:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Callable, Protocol, Sequence, runtime_checkable
 
 import torch
 
@@ -53,8 +53,27 @@ class Backbone(Protocol):
     dtype: torch.dtype
     max_steps: int
     """The largest step budget the backbone accepts (a policy or eval asking for more is refused)."""
-    # Optional: `draws_embedded_world = True` on a backbone that draws the embedded scene world (analytic,
-    # scenes-dit); the embedded-world suites then score it with the world's prompts and detector.
+    # What the rest of jsbench knows of a backbone beyond its calls. Every adapter sets each one as a class
+    # attribute, so `backbone_class(name)` reads them without loading weights (see tests/test_backbone_protocol.py).
+    default_steps: int | None
+    """The pipeline's own default step count: a distilled sampler's row runs at it (None: no count of its own,
+    the embedded worlds; such a sampler runs at the budget of the section it is filed under)."""
+    ceiling_steps: int
+    """Steps of the many-step reference, the `ceiling` schedule (DEFAULT_CEILING_STEPS where nothing cheaper converges)."""
+    draws_embedded_world: bool
+    """True on a backbone that draws the embedded scene world (analytic, detail, scenes-dit): the embedded-world
+    suites then score it with the world's prompts and exact detector."""
+    geneval_world: type | None
+    """The world class whose prompts and detector the embedded GenEval suite uses (None: the scene world)."""
+    decode_chunk: int | None
+    """Images per decode (VAE) call in `sample` (None: the whole batch in one call, the world's renderer)."""
+    eval_batch: int | None
+    """Rows per sampler call in evaluation, the default `--batch-size` (None: DEFAULT_EVAL_BATCH)."""
+    train_batch: int | None
+    """Rows per sampler call in a training update (None: all B*K rows in one call)."""
+    velocity: Callable[[torch.Tensor, torch.Tensor, Condition], torch.Tensor] | None
+    """`velocity(x, sigma [B], cond)`, the model's flow velocity, where a backbone offers one beside its sampler
+    (None: the schedule zoo's OSS derives it from the sampler's parts, see `jsbench.zoo._velocity_fn`)."""
 
     @property
     def pooled_dim(self) -> int: ...
@@ -81,18 +100,21 @@ class Backbone(Protocol):
 
 # ---- memory: how many rows one sampler call takes, per backbone ------------------------------------------
 
-#: rows per evaluation batch for a backbone that declares no `eval_batch` (the embedded world: cheap rows)
+#: rows per evaluation batch for a backbone whose `eval_batch` is None (the embedded world: cheap rows)
 DEFAULT_EVAL_BATCH = 64  # as fast as 512 on the embedded world (4.0 s vs 4.3 s for 848 images), and the bar moves
+
+#: steps of the `ceiling` schedule (the many-step reference) of a backbone with nothing cheaper that converges
+DEFAULT_CEILING_STEPS = 200
 
 
 def eval_batch_size(backbone) -> int:
     """The default `--batch-size` of `eval`/`compare`: the backbone's `eval_batch`, else DEFAULT_EVAL_BATCH."""
-    return int(getattr(backbone, "eval_batch", None) or DEFAULT_EVAL_BATCH)
+    return int(backbone.eval_batch or DEFAULT_EVAL_BATCH)
 
 
 def train_batch_size(backbone) -> int | None:
     """Rows per sampler call in a training update: the backbone's `train_batch` (None: all B*K rows at once)."""
-    size = getattr(backbone, "train_batch", None)
+    size = backbone.train_batch
     return int(size) if size else None
 
 

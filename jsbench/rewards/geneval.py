@@ -25,8 +25,8 @@ __all__ = ["WorldGenEvalScorer", "RealGenEvalScorer", "GenEvalReward", "draws_em
 def draws_embedded_world(backbone) -> bool:
     """Whether the backbone draws the embedded scene world (`analytic`, and `scenes-dit`, trained on its
     renders): its images are scored by the world's own prompts and exact detector. Backbones say so
-    with the protocol's optional attribute `draws_embedded_world = True`."""
-    return backbone is None or bool(getattr(backbone, "draws_embedded_world", False))
+    with the protocol's attribute `draws_embedded_world`; None stands for the embedded world itself."""
+    return backbone is None or bool(backbone.draws_embedded_world)
 
 
 class WorldGenEvalScorer:
@@ -41,7 +41,7 @@ class WorldGenEvalScorer:
         from jsbench.world.scenes import make_prompts, split_prompts
 
         # a backbone may draw a variant of the world with its own prompts and detector (`detail`)
-        self._world = getattr(backbone, "geneval_world", None)
+        self._world = backbone.geneval_world if backbone is not None else None
         self._detect = self._world.detect if self._world is not None else detect
         self._prompts = self._world.geneval_prompts() if self._world is not None else make_prompts()
         self._split = split_prompts

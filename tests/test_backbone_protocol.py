@@ -1,0 +1,176 @@
+"""Backbone knowledge lives on the Backbone protocol (issue 13 item 5), and a table's step budget is recorded
+apart from the steps a row ran.
+
+- every registered backbone's class declares each attribute the protocol declares (read without weights,
+  through `backbone_class`), with the values the code used to fall back to when one was missing;
+- no module of jsbench reads a protocol attribute off a backbone with getattr/hasattr and a fallback;
+- a distilled row runs its own default steps and is filed under the section's budget, the ceiling sits in
+  every section, and records written before they carried a budget still load into the same sections.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+import jsbench
+from jsbench.backbones import available_backbones, backbone_class
+from jsbench.backbones.base import DEFAULT_CEILING_STEPS, Backbone
+
+ROOT = Path(jsbench.__file__).resolve().parent
+# set per instance at construction (the weights' folder, the device, the dtype), not knowledge of the class
+INSTANCE_ATTRS = {"model_id", "device", "dtype"}
+DECLARED = sorted(set(Backbone.__annotations__) - INSTANCE_ATTRS)
+# what the code read with getattr before the protocol declared it, per backbone: (default_steps, ceiling_steps,
+# draws_embedded_world, geneval_world's name, eval_batch)
+EXPECTED = {
+    "analytic": (None, 200, True, None, None),
+    "detail": (None, 200, True, "DetailWorld", None),
+    "scenes-dit": (28, 50, True, None, 16),
+    "sdxl": (50, 200, False, None, 16),
+    "sd35": (28, 200, False, None, 16),
+    "sd35-medium": (28, 200, False, None, 16),
+    "sd35-large": (28, 200, False, None, 8),
+    "flux-dev": (28, 200, False, None, 8),
+    "flux-schnell": (4, 200, False, None, 8),
+}
+
+
+def test_the_protocol_declares_the_backbone_knowledge():
+    for attr in ("default_steps", "ceiling_steps", "draws_embedded_world", "geneval_world", "decode_chunk", "eval_batch",
+                 "train_batch", "velocity", "max_steps", "name"):
+        assert attr in DECLARED
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_every_registered_backbone_class_declares_the_protocol(name):
+    cls = backbone_class(name)
+    assert cls is not None, f"{name}: its factory has no return annotation naming its class"
+    missing = [a for a in DECLARED if not hasattr(cls, a)]
+    assert not missing, f"{cls.__name__} does not declare {missing}"
+    assert isinstance(cls.ceiling_steps, int) and 1 <= cls.ceiling_steps <= cls.max_steps
+    assert cls.default_steps is None or (isinstance(cls.default_steps, int) and 1 <= cls.default_steps <= cls.max_steps)
+    assert isinstance(cls.draws_embedded_world, bool)
+    assert cls.geneval_world is None or isinstance(cls.geneval_world, type)
+    for size in (cls.decode_chunk, cls.eval_batch, cls.train_batch):
+        assert size is None or (isinstance(size, int) and size >= 1)
+    assert cls.velocity is None or callable(cls.velocity)
+    world = cls.geneval_world.__name__ if cls.geneval_world is not None else None
+    assert (cls.default_steps, cls.ceiling_steps, cls.draws_embedded_world, world, cls.eval_batch) == EXPECTED[name]
+
+
+def test_every_registered_backbone_is_pinned_here():
+    assert set(available_backbones()) == set(EXPECTED)  # a new backbone adds its line above
+    assert DEFAULT_CEILING_STEPS == 200
+
+
+# ---- no getattr fallbacks for protocol attributes ---------------------------------------------------------
+
+BACKBONE_NAMES = {"backbone", "bb", "other", "cls", "backbone_cls"}  # what jsbench calls a backbone or its class
+BACKBONE_ATTRS = {"backbone", "_bb"}  # ... and `self.backbone`, `trainer.backbone`, a wrapper's `_bb`
+
+
+def _is_backbone(node: ast.expr) -> bool:
+    return (isinstance(node, ast.Name) and node.id in BACKBONE_NAMES) or (isinstance(node, ast.Attribute) and node.attr in BACKBONE_ATTRS)
+
+
+def protocol_reads(source: str, filename: str = "<source>") -> list[str]:
+    """`getattr(<backbone>, "<declared attribute>", ...)` and `hasattr(...)` calls in `source`, as 'file:line'."""
+    out = []
+    for node in ast.walk(ast.parse(source, filename)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in ("getattr", "hasattr")
+                and len(node.args) >= 2 and _is_backbone(node.args[0])
+                and isinstance(node.args[1], ast.Constant) and node.args[1].value in DECLARED):
+            out.append(f"{filename}:{node.lineno} {ast.unparse(node)}")
+    return out
+
+
+def test_the_check_finds_the_reads_it_forbids():
+    old = '''
+n = int(arg) if arg else int(getattr(backbone, "ceiling_steps", CEILING_STEPS))
+own = int(getattr(other, "default_steps", steps))
+world = getattr(self.backbone, "geneval_world", None)
+if cls is None or getattr(cls, "draws_embedded_world", False): pass
+if callable(getattr(backbone, "velocity", None)): pass
+'''
+    assert len(protocol_reads(old)) == 5
+    # a non-backbone object, or an attribute the protocol does not declare, is not the check's business
+    assert protocol_reads('getattr(config, "ceiling_steps", 1); getattr(backbone, "scheduler", None)') == []
+
+
+def test_no_module_reads_a_protocol_attribute_with_getattr():
+    found = []
+    for path in sorted(ROOT.rglob("*.py")):
+        found += protocol_reads(path.read_text(encoding="utf-8"), str(path.relative_to(ROOT.parent)))
+    assert not found, "read these as plain attributes (every backbone declares them):\n" + "\n".join(found)
+
+
+# ---- a table's budget apart from the steps run ------------------------------------------------------------
+
+
+def _record(method: str, steps: int, budget, value: float = 0.5, **extra):
+    from jsbench.results import Record
+
+    return Record(
+        backbone="analytic", model_id="jsbench/analytic-scenes", steps=steps, budget=budget, method=method, schedule="default",
+        suite="geneval", task="overall", metric="correct", value=value, stderr=0.1, n_images=8, n_prompts=4, seeds=[0, 1],
+        policy_checksum=None, jsbench_version="0", git_commit=None, created=1.0, **extra,
+    )
+
+
+def test_tables_file_rows_by_budget_and_old_records_load_into_the_same_sections(tmp_path):
+    from dataclasses import asdict
+
+    from jsbench.leaderboard import build_tables, render_csv
+    from jsbench.results import read_records
+
+    recs = [_record("default", 3, 3), _record("default", 4, 4), _record("ceiling (200 steps)", 200, None, 0.9),
+            _record("flux-schnell (4 steps, distilled)", 4, 3, 0.6), _record("flux-schnell (4 steps, distilled)", 4, 4, 0.6)]
+    tables = build_tables(recs, "geneval", "correct")
+    assert [t.steps for t in tables] == [3, 4]
+    for t in tables:
+        rows = {r["method"]: r["steps"] for r in t.rows}
+        # the distilled row is in each budget's section (not one record replacing the other), shown at the
+        # section's budget; the ceiling row, with no budget of its own, sits in every section at its steps
+        assert rows == {"default": t.steps, "flux-schnell (4 steps, distilled)": t.steps, "ceiling (200 steps)": 200}
+    # the same rows as written before records carried a budget: the distilled row's steps were its section's
+    path = tmp_path / "records.jsonl"
+    old = [_record("default", 3, 3), _record("default", 4, 4), _record("ceiling (200 steps)", 200, None, 0.9),
+           _record("flux-schnell (4 steps, distilled)", 3, 3, 0.6), _record("flux-schnell (4 steps, distilled)", 4, 4, 0.6)]
+    path.write_text("".join(json.dumps({k: v for k, v in asdict(r).items() if k != "budget"}) + "\n" for r in old))
+    back = read_records(path)
+    assert [r.budget for r in back] == [3, 4, None, 3, 4]
+    assert render_csv(build_tables(back, "geneval", "correct")) == render_csv(tables)
+
+
+@pytest.mark.slow
+def test_a_distilled_row_records_its_own_steps_under_the_sections_budget(tmp_path):
+    from jsbench.backbones.analytic import AnalyticBackbone
+    from jsbench.compare import run_compare
+    from jsbench.results import read_records
+    from jsbench.suites import load_suite
+
+    class Reference(AnalyticBackbone):
+        ceiling_steps = 8  # a cheap ceiling: the test is about where rows are filed, not how good they are
+
+    class Distilled(AnalyticBackbone):
+        name = "analytic-distilled"
+        default_steps = 2
+
+    bb = Reference()
+    suite = load_suite("geneval", bb)
+    result = run_compare(bb, suite, [3, 4], policies_dir=tmp_path / "no-policies", records_path=tmp_path / "records.jsonl",
+                         leaderboard_dir=tmp_path / "lb", seeds=1, distilled=[Distilled()], plots=False, progress=False, zoo=[],
+                         log=lambda m: None)
+    overall = [r for r in read_records(tmp_path / "records.jsonl") if r.task == "overall"]
+    distilled = [r for r in overall if "distilled" in r.method]
+    assert sorted((r.steps, r.budget) for r in distilled) == [(2, 3), (2, 4)]  # steps run = its own default
+    assert [(r.steps, r.budget) for r in overall if r.schedule == "ceiling"] == [(8, None)]  # once, for every budget
+    assert sorted((r.steps, r.budget) for r in overall if r.schedule == "default" and r not in distilled) == [(3, 3), (4, 4)]
+    assert [t.steps for t in result.tables] == [3, 4]
+    for t in result.tables:
+        assert {r["method"]: r["steps"] for r in t.rows} == {"default": t.steps, "analytic-distilled (2 steps, distilled)": t.steps,
+                                                            "ceiling (8 steps)": 8}
