@@ -3,6 +3,9 @@
 One update: B contexts (prompt, seed) drawn from the suite's training prompts; K schedules sampled per
 context from the policy's Dirichlet; one batched sampler call for all B*K rows; rewards [B, K];
 advantages r - b with b from `baselines`; loss = -mean(adv * log pi); AdamW; gradient clipping.
+In code, `Trainer.step(it)` is `update(rollout(it))`: a `Rollout` (prepare -> draw -> generate -> score: the
+contexts, the schedules drawn, the images, the rewards; the policy untouched) and an update on it
+(`policy_loss`, backward, clipping, optimizer step), so a benchmark times or reuses either part.
 
 Reproducible by construction: the contexts and the Dirichlet draws of update `it` depend only on
 (seed, it), so a run resumed from a checkpoint draws exactly what the uninterrupted run drew, and ends
