@@ -212,10 +212,10 @@ def eval_(
     if metadata is not None and suite != "geneval":
         raise JsbenchError(f"--metadata is GenEval's evaluation_metadata.jsonl; it applies to --suite geneval, not {suite!r}")
     prompt_list = read_prompts_file(prompts_file) if prompts_file is not None else None  # refuse before loading weights
+    from jsbench.devices import pick_device
+
     ctx = get_context()
-    if device is None and ctx.distributed and ctx.device.type != "cpu":
-        device = str(ctx.device)  # one accelerator per process
-    bb = _backbone(backbone, model, device, dtype, offload, decode_chunk, progress)
+    bb = _backbone(backbone, model, pick_device(device, dist=ctx), dtype, offload, decode_chunk, progress)  # one accelerator per process
     s = load_suite(suite, bb, **({"metadata": str(metadata)} if metadata is not None else {}))
     items = items_for_prompts(s, prompt_list, prompts_file) if prompt_list is not None else None
     source = resolve_schedule(schedule, bb, steps, suite=s, log=lambda m: err.print(m, highlight=False, soft_wrap=True))

@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from jsbench import JsbenchError, __version__
+from jsbench.devices import pick_device
 from jsbench.io import replacing, write_json_atomic
 from jsbench.schedule import default_floor, floor_increments, increments_from_sigmas, sigmas_from_increments, unfloor_increments
 
@@ -133,13 +134,6 @@ def build_policy(config: PolicyConfig) -> SchedulePolicy:
     return DirichletSchedulePolicy(config)
 
 
-def policy_device(backbone=None, device=None) -> torch.device:
-    """Where a policy lives: `device` if given, else the backbone's device, else the CPU."""
-    if device is not None:
-        return torch.device(device)
-    return torch.device(getattr(backbone, "device", None) or "cpu")
-
-
 def build_policy_on(config: PolicyConfig, device) -> SchedulePolicy:
     """`build_policy` with every parameter and buffer created on `device`, in float32 whatever the backbone's
     dtype: the policy's Dirichlet and its log-probabilities need float32 (bf16 would merge sigmas near 1)."""
@@ -154,7 +148,7 @@ def make_policy(backbone, steps: int, kind: str = "instance", device=None, **opt
     probe = backbone.initial_noise([0])
     default = increments_from_sigmas(backbone.default_sigmas(steps, probe).double())[0].cpu().tolist()
     config = PolicyConfig(kind=kind, steps=steps, pooled_dim=backbone.pooled_dim, latent_shape=backbone.latent_shape, default_increments=default, **options)
-    return build_policy_on(config, policy_device(backbone, device))
+    return build_policy_on(config, pick_device(device, default=getattr(backbone, "device", None) or "cpu"))
 
 
 class GlobalSchedulePolicy(SchedulePolicy):
@@ -246,7 +240,7 @@ def load_policy(directory: str | Path, backbone=None, steps: int | None = None, 
         raise PolicyError(f"policy {directory} was trained for {manifest.get('steps')} steps, not {steps}")
     try:
         config = PolicyConfig(**manifest["config"])
-        policy = build_policy_on(config, policy_device(backbone, device))
+        policy = build_policy_on(config, pick_device(device, default=getattr(backbone, "device", None) or "cpu"))
         policy.load_state_dict(load_file(str(weights)))  # CPU tensors, copied into the device's parameters
     except (KeyError, TypeError, RuntimeError, SafetensorError) as exc:
         raise PolicyError(f"policy {directory} cannot be loaded: {str(exc).splitlines()[0]}") from None

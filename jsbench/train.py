@@ -31,6 +31,7 @@ from jsbench import JsbenchError
 from jsbench.backbones import load_backbone
 from jsbench.backbones.base import sample_in_batches, train_batch_size
 from jsbench.baselines import advantages, validate_baseline
+from jsbench.devices import pick_device
 from jsbench.distributed import DistContext, get_context
 from jsbench.io import replacing, write_json_atomic, write_text_atomic
 from jsbench.policy import SchedulePolicy, make_policy
@@ -110,9 +111,7 @@ class Trainer:
             raise TrainError(f"--iters must be at least 1, got {config.iters}")
         if config.contexts < self.dist.world_size:
             raise TrainError(f"--contexts {config.contexts} is fewer than the {self.dist.world_size} processes: each needs at least one")
-        device = config.device
-        if device is None and self.dist.distributed and self.dist.device.type != "cpu":
-            device = str(self.dist.device)  # one accelerator per process
+        device = pick_device(config.device, dist=self.dist)  # one accelerator per process; None: the backbone's default
         self.backbone = backbone or load_backbone(
             config.backbone, config.model, device, dtype=config.dtype, offload=config.offload, decode_chunk=config.decode_chunk
         )

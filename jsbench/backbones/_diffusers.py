@@ -24,12 +24,12 @@ import torch
 
 from jsbench import JsbenchError
 from jsbench.backbones.base import DEFAULT_CEILING_STEPS, Condition
+from jsbench.devices import AUTO, pick_device
 from jsbench.schedule import ScheduleError, check_sigmas, shift_sigmas
 
 __all__ = [
     "BackboneWeightsMissing",
     "BackboneLoadError",
-    "default_device",
     "default_dtype",
     "load_pipeline",
     "cached_hub_file",
@@ -51,12 +51,6 @@ _TRUE = {"1", "true", "yes", "on"}
 
 def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in _TRUE
-
-
-def default_device(device: str | torch.device | None) -> torch.device:
-    if device is None:
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(device)
 
 
 def default_dtype(device: torch.device) -> torch.dtype:
@@ -269,7 +263,7 @@ class DiffusersBackbone:
     ):
         import diffusers
 
-        self.device = default_device(device)
+        self.device = pick_device(device, default=AUTO)  # CUDA when there is one
         self.dtype = dtype or default_dtype(self.device)
         self.model_id = model or self.default_model_id
         self.offload = bool(offload)

@@ -19,6 +19,7 @@ import torch
 
 from jsbench.backbones import register
 from jsbench.backbones.base import DEFAULT_CEILING_STEPS, Condition
+from jsbench.devices import pick_device
 from jsbench.schedule import check_sigmas, shifted_sigmas
 from jsbench.world import EmbeddedWorld
 from jsbench.world.mixture import euler_flow
@@ -38,7 +39,7 @@ class AnalyticBackbone:
     velocity = None  # the zoo's OSS reads the exact posterior velocity off `world` (jsbench.zoo._velocity_fn)
 
     def __init__(self, device: str | None = None):
-        self.device = torch.device(device or "cpu")
+        self.device = pick_device(device, default="cpu")  # the embedded world runs on the CPU unless told
         self.dtype = torch.float32
         self.world = EmbeddedWorld()
 

@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from jsbench import JsbenchError
+from jsbench.devices import AUTO, pick_device
 from jsbench.rewards import register_reward
 
 __all__ = [
@@ -91,10 +92,6 @@ def require_open_clip():
     import open_clip
 
     return open_clip
-
-
-def default_device() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 PREPROCESSINGS = ("crop", "pad")
@@ -156,7 +153,7 @@ class ClipModel:
     ):
         if resize not in PREPROCESSINGS:
             raise ValueError(f"unknown CLIP preprocessing {resize!r} (one of {', '.join(PREPROCESSINGS)})")
-        self.device = torch.device(device) if device is not None else default_device()
+        self.device = pick_device(device, default=AUTO)
         self.dtype = dtype or (torch.bfloat16 if self.device.type == "cuda" else torch.float32)
         self.resize = resize
         self.quantize = quantize
@@ -254,7 +251,7 @@ def load_open_clip(arch: str, pretrained: str | None, device=None, state_dict_pa
 
     `pretrained`: an open_clip tag (resolved from the local HF cache only) or a local file; None builds
     random weights (tests). `state_dict_path`: a checkpoint loaded over the model (HPS)."""
-    device = torch.device(device) if device is not None else default_device()
+    device = pick_device(device, default=AUTO)
     key = ("open_clip", arch, pretrained, state_dict_path, str(device), str(dtype))
 
     def build() -> ClipModel:
@@ -324,7 +321,7 @@ def as_hps(clip: ClipModel) -> ClipModel:
 def load_hps(checkpoint: str | None = None, version: str | None = None, device=None) -> ClipModel:
     """open_clip ViT-H-14 with the HPS v2.0 / v2.1 checkpoint, as hpsv2 runs it, built once per process."""
     require_open_clip()
-    device = torch.device(device) if device is not None else default_device()
+    device = pick_device(device, default=AUTO)
     path = resolve_hps_checkpoint(checkpoint, version)
     return _cached(
         ("hps", path, str(device)),

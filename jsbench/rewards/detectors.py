@@ -52,6 +52,7 @@ import torch
 import torch.nn.functional as F
 
 from jsbench import JsbenchError
+from jsbench.devices import AUTO, pick_device
 from jsbench.scoring.geneval import CLASSES, COLORS, CONFIDENCE, Detection
 
 __all__ = [
@@ -237,15 +238,13 @@ class Mask2FormerDetector:
         max_per_image: int = 100,
         min_score: float = MIN_SCORE,
     ):
-        from jsbench.rewards.clip import default_device
-
         config = model.config
         self.num_labels = int(getattr(config, "num_labels", len(getattr(config, "id2label", {}))))
         if self.num_labels < len(CLASSES):
             raise DetectorUnavailable(
                 f"GenEval detector {model_id!r} has {self.num_labels} classes; GenEval needs a COCO model (80 thing classes first)"
             )
-        self.device = torch.device(device) if device is not None else default_device()
+        self.device = pick_device(device, default=AUTO)
         self.model = model.to(self.device).eval()
         self.model_id = model_id
         self.id = f"mask2former:{model_id}"
@@ -325,8 +324,6 @@ class MMDetDetector:
         self._inference = inference_detector
         self.min_score = min_score
         if model is None:
-            from jsbench.rewards.clip import default_device
-
             config = config or os.environ.get(MMDET_CONFIG_ENV) or str(
                 Path(mmdet.__file__).parent.parent / "configs" / "mask2former" / f"{self.CONFIG}.py"
             )
@@ -338,7 +335,7 @@ class MMDetDetector:
                     f"mmdet checkpoint {checkpoint!r} not found; fetch {self.CONFIG}.pth with GenEval's "
                     f"evaluation/download_models.sh and point ${MMDET_CHECKPOINT_ENV} at it"
                 )
-            model = init_detector(config, checkpoint, device=str(device or default_device()))
+            model = init_detector(config, checkpoint, device=str(pick_device(device, default=AUTO)))
         self.model = model
 
     def detections(self, result, size: tuple[int, int]) -> list[Detection]:
@@ -444,9 +441,9 @@ class OwlDetector:
 
     def __init__(self, model, tokenizer, image_size: int | None = None, mean=None, std=None, device=None,
                  min_score: float = MIN_SCORE, model_id: str = "custom"):  # fmt: skip
-        from jsbench.rewards.clip import OPENAI_MEAN, OPENAI_STD, default_device
+        from jsbench.rewards.clip import OPENAI_MEAN, OPENAI_STD
 
-        self.device = torch.device(device) if device is not None else default_device()
+        self.device = pick_device(device, default=AUTO)
         self.model = model.to(self.device).eval()
         self.tokenizer = tokenizer
         self.id = f"owl:{model_id}"
