@@ -1,8 +1,11 @@
 """Backbones behind one protocol (`base.Backbone`), looked up by name in a registry.
 
-Adding a backbone is adding one module that calls `register("name")` on a factory
-`factory(model: str | None, device: str | None) -> Backbone`; a factory that also takes `dtype`, `offload`
-and `decode_chunk` keywords gets the CLI's --dtype/--offload/--decode-chunk (the diffusers backbones do).
+Adding a backbone is adding one module whose class sets the protocol's declared attributes (`base.Backbone`:
+default_steps, ceiling_steps, draws_embedded_world, ...; a diffusers adapter inherits DiffusersBackbone's) and
+that calls `register("name")` on a factory `factory(model: str | None, device: str | None) -> TheClass` (the
+annotation lets `backbone_class` read the class without weights), plus its line in `_MODULES` below. A
+factory that also takes `dtype`, `offload` and `decode_chunk` keywords gets the CLI's
+--dtype/--offload/--decode-chunk (the diffusers backbones do).
 """
 
 from __future__ import annotations
