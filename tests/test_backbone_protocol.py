@@ -24,8 +24,8 @@ ROOT = Path(jsbench.__file__).resolve().parent
 # set per instance at construction (the weights' folder, the device, the dtype), not knowledge of the class
 INSTANCE_ATTRS = {"model_id", "device", "dtype"}
 DECLARED = sorted(set(Backbone.__annotations__) - INSTANCE_ATTRS)
-# what the code read with getattr before the protocol declared it, per backbone: (default_steps, ceiling_steps,
-# draws_embedded_world, geneval_world's name, eval_batch)
+# what the code read with getattr before the protocol declared it, per backbone of that time: (default_steps,
+# ceiling_steps, draws_embedded_world, geneval_world's name, eval_batch). A backbone added since needs no line here.
 EXPECTED = {
     "analytic": (None, 200, True, None, None),
     "detail": (None, 200, True, "DetailWorld", None),
@@ -45,7 +45,7 @@ def test_the_protocol_declares_the_backbone_knowledge():
         assert attr in DECLARED
 
 
-@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("name", sorted(available_backbones()))
 def test_every_registered_backbone_class_declares_the_protocol(name):
     cls = backbone_class(name)
     assert cls is not None, f"{name}: its factory has no return annotation naming its class"
@@ -58,12 +58,13 @@ def test_every_registered_backbone_class_declares_the_protocol(name):
     for size in (cls.decode_chunk, cls.eval_batch, cls.train_batch):
         assert size is None or (isinstance(size, int) and size >= 1)
     assert cls.velocity is None or callable(cls.velocity)
-    world = cls.geneval_world.__name__ if cls.geneval_world is not None else None
-    assert (cls.default_steps, cls.ceiling_steps, cls.draws_embedded_world, world, cls.eval_batch) == EXPECTED[name]
+    if name in EXPECTED:
+        world = cls.geneval_world.__name__ if cls.geneval_world is not None else None
+        assert (cls.default_steps, cls.ceiling_steps, cls.draws_embedded_world, world, cls.eval_batch) == EXPECTED[name]
 
 
-def test_every_registered_backbone_is_pinned_here():
-    assert set(available_backbones()) == set(EXPECTED)  # a new backbone adds its line above
+def test_the_pinned_backbones_are_registered():
+    assert set(EXPECTED) <= set(available_backbones())
     assert DEFAULT_CEILING_STEPS == 200
 
 
