@@ -12,7 +12,6 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
-from rich.table import Table as RichTable
 
 from jsbench import JsbenchError
 
@@ -73,13 +72,6 @@ _DEVICE_HELP = "torch device, e.g. cpu, cuda, cuda:1 (default: cpu for analytic,
 _FORMAT_HELP = "table: for reading, fits 80 columns; csv or json: every value exact, for piping."
 _PROGRESS_HELP = "Show a progress bar (on stderr) and the model-loading messages; --no-progress silences both."
 _ROOT_HELP = "the nearest folder at or above the current one holding policies/ or leaderboards/, else the checkout jsbench is installed from"
-
-
-def _table(title: Optional[str] = None, caption: Optional[str] = None) -> RichTable:
-    """A plain table: no side borders, so narrow terminals keep their columns for the values."""
-    from rich import box
-
-    return RichTable(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left", caption_justify="left")
 
 
 class PolicyKind(str, Enum):
@@ -202,9 +194,10 @@ def eval_(
         from jsbench.distributed import launch_processes
 
         raise typer.Exit(launch_processes(processes))
-    from jsbench.distributed import evaluate_sharded, get_context
-    from jsbench.evaluate import discard_partial, items_for_prompts, read_prompts_file, resolve_schedule
-    from jsbench.results import append_records, make_records
+    from jsbench.devices import pick_device
+    from jsbench.distributed import get_context
+    from jsbench.evaluate import items_for_prompts, read_prompts_file, resolve_schedule
+    from jsbench.runs import run_eval
     from jsbench.suites import load_suite
 
     if split not in ("test", "train", "all"):
@@ -212,32 +205,20 @@ def eval_(
     if metadata is not None and suite != "geneval":
         raise JsbenchError(f"--metadata is GenEval's evaluation_metadata.jsonl; it applies to --suite geneval, not {suite!r}")
     prompt_list = read_prompts_file(prompts_file) if prompts_file is not None else None  # refuse before loading weights
-    from jsbench.devices import pick_device
-
     ctx = get_context()
     bb = _backbone(backbone, model, pick_device(device, dist=ctx), dtype, offload, decode_chunk, progress)  # one accelerator per process
     s = load_suite(suite, bb, **({"metadata": str(metadata)} if metadata is not None else {}))
     items = items_for_prompts(s, prompt_list, prompts_file) if prompt_list is not None else None
     source = resolve_schedule(schedule, bb, steps, suite=s, log=lambda m: err.print(m, highlight=False, soft_wrap=True))
-    run = evaluate_sharded(bb, s, source, ctx, seeds_per_prompt=seeds, split=split, progress=progress, out=out, items=items, batch_size=batch_size)
+    _, records = run_eval(bb, s, source, out, seeds_per_prompt=seeds, split=split, items=items, batch_size=batch_size, progress=progress, ctx=ctx)
     if not ctx.is_main:
         return  # rank 0 writes the records once
-    records = make_records(bb, s, source, run)
-    append_records(out, records)
-    discard_partial(out)
-    if fmt != OutputFormat.table:  # every record field, exact
-        from dataclasses import asdict
+    from jsbench import tables
 
-        rows = [asdict(r) for r in records]
-        columns = [c for c in rows[0] if c != "seeds"] if fmt == OutputFormat.csv else list(rows[0])
-        _write_rows(fmt, columns, rows)
+    if fmt != OutputFormat.table:  # every record field, exact
+        sys.stdout.write(tables.records_text(fmt.value, records))
         return
-    table = _table(f"{suite} · {bb.name} · {source.label} · {source.steps} steps")
-    for col in ("task", "metric", "value ± SE", "prompts", "images"):
-        table.add_column(col, overflow="fold", justify="left" if col in ("task", "metric") else "right")
-    for r in records:
-        table.add_row(r.task, r.metric, f"{r.value:.3f} ± {r.stderr:.3f}", str(r.n_prompts), str(r.n_images))
-    console.print(table)
+    console.print(tables.eval_table(records, suite, bb.name, source))
 
 
 @app.command()
@@ -273,7 +254,7 @@ def compare(
 
     With --check, exit codes: 0 nothing regressed, 1 a row or task regressed (or, with --strict, a committed
     row is missing), 2 refused (bad input, e.g. no committed leaderboard or an unknown --report suffix)."""
-    from jsbench.compare import RECIPE_NAME, compare_command, run_compare
+    from jsbench.compare import RECIPE_NAME, compare_command, run_compare, validate_compare_options
     from jsbench.suites import load_suite
     from jsbench.workspace import project_dir
 
@@ -282,12 +263,7 @@ def compare(
     if all_:
         _compare_all(ctx, compare, leaderboards / RECIPE_NAME, policies=policies, leaderboards=leaderboards)
         return
-    from jsbench.report import report_format
-
-    if (report or strict) and not check:
-        raise JsbenchError("--report and --strict go with --check: the report is that of the regression check")
-    for path in report:
-        report_format(path)  # an unknown suffix is refused before any weights load
+    validate_compare_options(check, strict, list(report))  # refused before any weights load
     bb = _backbone(backbone, model, device, dtype, offload, decode_chunk, progress)
     s = load_suite(suite, bb)
     others = [_backbone(name, other_model or None, device, dtype, offload, decode_chunk, progress) for name, _, other_model in (d.partition("=") for d in distilled)]
@@ -304,23 +280,21 @@ def compare(
         check=check, tolerance=tolerance, strict=strict, reports=list(report), extra_schedules=list(schedule), distilled=others, plots=plots, progress=progress, command=cmd,
         log=lambda msg: err.print(msg, style="dim", highlight=False, soft_wrap=True), batch_size=batch_size, zoo=zoo_specs,
     )
-    _print_compare_tables(result.tables, suite, fmt, tasks)
+    from jsbench import tables
+
+    if fmt != OutputFormat.table:  # the evaluated sections, exact
+        sys.stdout.write(tables.sections_text(fmt.value, result.tables, suite))
+    else:  # a narrow table per budget (80 columns)
+        for table in tables.compare_tables(result.tables, suite, tasks):
+            console.print(table)
+        if result.tables and not tasks:
+            console.print(tables.COMPARE_FOOTNOTE, style="dim", highlight=False)
     console_ = console if fmt == OutputFormat.table else err  # piped csv/json stays exactly parseable
     if check:
         report_ = result.check
-        shown = [r for r in report_.rows if r.verdict != "unchanged" or r.changed]
-        if shown:
-            table = RichTable(title=f"committed rows that moved or are missing (tolerance {report_.tolerance:g} × SE of the paired Δ)")
-            for col in ("verdict", "steps", "method", "task", "committed", "fresh", "Δ ± SE(Δ)", "allowed drop", "images ↑/↓"):
-                table.add_column(col)
-            for r in shown:
-                se = "" if r.delta_stderr is None else f" ± {r.delta_stderr:.4f}" + ("" if r.paired else " (unpaired)")
-                images = f"↑{r.images_up} ↓{r.images_down} of {r.n_images}" if r.paired else "–"
-                style = {"regressed": "red", "missing": "yellow", "improved": "green"}.get(r.verdict)
-                table.add_row(r.verdict, str(r.steps), r.method, r.task, "–" if r.committed is None else f"{r.committed:.3f}",
-                              "–" if r.fresh is None else f"{r.fresh:.3f}", ("–" if r.delta is None else f"{r.delta:+.4f}") + se,
-                              "–" if r.allowed_drop is None else f"{r.allowed_drop:.4f}", images, style=style)
-            console_.print(table)
+        moved = tables.check_table(report_)
+        if moved is not None:
+            console_.print(moved)
         for path in result.written:
             console_.print(f"wrote {path}")
         console_.print(report_.headline, highlight=False, soft_wrap=True)
@@ -355,36 +329,6 @@ def _compare_all(ctx: typer.Context, command, recipe: Path, **resolved) -> None:
             codes.append(exc.exit_code)
     if any(codes):
         raise typer.Exit(max(codes))
-
-
-def _print_compare_tables(tables, suite: str, fmt: "OutputFormat", tasks: bool) -> None:
-    """The evaluated sections: a narrow table per budget (80 columns), or exact CSV / JSON on stdout."""
-    if fmt == OutputFormat.csv:
-        from jsbench.leaderboard import render_csv
-
-        sys.stdout.write(render_csv(tables))
-        return
-    if fmt == OutputFormat.json:
-        import json
-
-        sections = [{"suite": suite, "backbone": t.backbone, "model_id": t.model_id, "steps": t.steps, "command": t.command, "tasks": t.tasks, "rows": t.rows} for t in tables]
-        sys.stdout.write(json.dumps(sections, indent=1) + "\n")
-        return
-    def paired(value, stderr) -> str:
-        return "–" if value is None else f"{value:+.3f} ± {stderr:.3f}"
-
-    for t in tables:
-        vs_global = any(row.get("delta_global") is not None for row in t.rows)
-        table = _table(f"{suite} · {t.backbone} · {t.steps} steps")
-        for col in ["method", "steps", *(t.tasks if tasks else []), "overall ± SE", "Δ vs default", *(["Δ vs global"] if vs_global else [])]:
-            table.add_column(col, overflow="fold", justify="left" if col == "method" else "right")
-        for row in t.rows:
-            cells = [f"{row[k]:.3f}" if row[k] is not None else "–" for k in t.tasks] if tasks else []
-            table.add_row(row["method"], str(row["steps"]), *cells, f"{row['overall']:.3f} ± {row['stderr']:.3f}", paired(row["delta"], row["delta_stderr"]),
-                          *([paired(row.get("delta_global"), row.get("delta_global_stderr"))] if vs_global else []))
-        console.print(table)
-    if tables and not tasks:
-        console.print("overall = mean of the task means; --tasks adds a column per task, --format csv|json gives every value", style="dim", highlight=False)
 
 
 @app.command()
@@ -459,41 +403,22 @@ def policies_list(
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP),
 ):
     """Every policy under ROOT with its backbone, steps, kind, baseline and reward."""
+    from jsbench import tables
     from jsbench.policy import read_manifest
     from jsbench.workspace import display_path, project_dir
 
     root = root or project_dir("policies")
     if not root.is_dir():
         raise JsbenchError(f"no policies folder at {root}; pass --root FOLDER")
-    columns = ("path", "backbone", "steps", "kind", "baseline", "reward", "checksum")
     rows = []
     for manifest in sorted(root.rglob("manifest.json")):
         m = read_manifest(manifest.parent)
         rows.append({"path": display_path(manifest.parent), "backbone": m.get("backbone"), "steps": m.get("steps"), "kind": m.get("kind"),
                      "baseline": m.get("baseline"), "reward": m.get("reward"), "checksum": m.get("checksum"), "_short": manifest.parent.relative_to(root)})
     if fmt != OutputFormat.table:
-        _write_rows(fmt, columns, rows)
+        sys.stdout.write(tables.rows_text(fmt.value, tables.POLICY_COLUMNS, rows))
         return
-    table = _table(title=f"policies in {display_path(root)}", caption=None if rows else "none")
-    for col in ("policy", *columns[1:6]):  # the checksum is in --format csv|json and `policies show`
-        table.add_column(col, overflow="fold")
-    for r in rows:
-        table.add_row(str(r["_short"]), *("–" if r[c] is None else str(r[c]) for c in columns[1:6]))
-    console.print(table)
-
-
-def _write_rows(fmt: "OutputFormat", columns, rows: list[dict]) -> None:
-    """Rows as exact CSV or JSON on stdout (only `columns`; None is empty in CSV, null in JSON)."""
-    import csv
-    import json
-
-    if fmt == OutputFormat.json:
-        sys.stdout.write(json.dumps([{c: (str(r[c]) if isinstance(r[c], Path) else r[c]) for c in columns} for r in rows], indent=1) + "\n")
-        return
-    writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow(columns)
-    for r in rows:
-        writer.writerow(["" if r[c] is None else r[c] for c in columns])
+    console.print(tables.policies_table(rows, display_path(root)))
 
 
 @policies_app.command("show")

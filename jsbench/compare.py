@@ -7,12 +7,12 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from jsbench import JsbenchError
-from jsbench.evaluate import discard_partial, evaluate, resolve_schedule
+from jsbench.evaluate import resolve_schedule
 from jsbench.io import write_text_atomic
 from jsbench.leaderboard import Table, add_reference_deltas, build_tables, merge_tables, read_committed, render_csv, render_markdown, tables_from_csv
 from jsbench.policy import read_manifest
 from jsbench.report import CheckReport, check_against_committed, read_scores, report_format, row_key, scores_path, write_report, write_scores
-from jsbench.results import append_records, make_records
+from jsbench.runs import run_eval
 
 REGENERATE_ALL = "jsbench compare --all"  # runs every invocation of leaderboards/recipe.json
 
@@ -33,6 +33,15 @@ def shipped_policies(policies_dir: Path, backbone: str, steps: int) -> list[Path
         if m.get("backbone") == backbone and m.get("steps") == steps:
             found.append(manifest.parent)
     return found
+
+
+def validate_compare_options(check: bool, strict: bool = False, reports: list[Path] = ()) -> None:
+    """The refusals of compare's options that need no model: `jsbench compare` runs them before any weights
+    load, and `run_compare` again for callers of the library."""
+    if (reports or strict) and not check:
+        raise JsbenchError("--report and --strict go with --check: the report is that of the regression check")
+    for path in reports:
+        report_format(path)  # an unknown suffix
 
 
 def run_compare(
@@ -56,10 +65,7 @@ def run_compare(
     batch_size: int | None = None,
     zoo: list[str] = (),
 ) -> CompareResult:
-    if reports and not check:
-        raise JsbenchError("--report and --strict go with --check: the report is that of the regression check")
-    for path in reports:
-        report_format(path)  # an unknown suffix is refused before anything is evaluated
+    validate_compare_options(check, strict, reports)  # before anything is evaluated
     committed = read_committed(leaderboard_dir / f"{suite.name}.csv") if check else []
     if check and not committed:
         raise JsbenchError(f"--check needs a committed leaderboard at {leaderboard_dir / (suite.name + '.csv')}")
@@ -92,15 +98,13 @@ def run_compare(
                 source = resolve_schedule(spec, backbone, steps, suite=suite, log=log)
                 plotted.setdefault(steps, []).append(source)
                 bar.status(f"{source.label} · {source.steps} steps")
-                run = evaluate(backbone, suite, source, seeds_per_prompt=seeds, progress=False, out=records_path, batch_size=batch_size, on_images=bar.advance)
+                paired = reference if source.steps == steps and spec != "default" else None
+                run, records = run_eval(backbone, suite, source, records_path, seeds_per_prompt=seeds, progress=False, batch_size=batch_size,
+                                        on_images=bar.advance, reference=paired)
                 runs[row_key(backbone.name, backbone.model_id, source.steps, source.label)] = run
                 if spec == "default":
                     reference = run
-                paired = reference if source.steps == steps and spec != "default" else None
-                records = make_records(backbone, suite, source, run, reference=paired)
                 made += records
-                append_records(records_path, records)
-                discard_partial(records_path)
                 log(f"  {source.label:<22} {steps if source.steps == steps else source.steps:>4} steps  done")
             for other in distilled:
                 # a distilled sampler runs at its own default steps, on the same prompts and seeds, and is
@@ -108,12 +112,10 @@ def run_compare(
                 own = steps if other.default_steps is None else int(other.default_steps)
                 source = replace(resolve_schedule("default", other, own), label=f"{other.name} ({own} steps, distilled)", budget=steps)
                 bar.status(source.label)
-                run = evaluate(other, suite, source, seeds_per_prompt=seeds, progress=False, out=records_path, batch_size=batch_size, on_images=bar.advance)
+                run, records = run_eval(other, suite, source, records_path, seeds_per_prompt=seeds, progress=False, batch_size=batch_size,
+                                        on_images=bar.advance, reference=reference, filed_under=backbone)
                 runs[row_key(backbone.name, backbone.model_id, source.budget, source.label)] = run  # the row shows its section's budget
-                records = make_records(backbone, suite, source, run, reference=reference)
                 made += records
-                append_records(records_path, records)
-                discard_partial(records_path)
                 log(f"  {source.label:<22} {own:>4} steps  done")
     metric = suite.primary_metric
     tables = [t for t in build_tables(made, suite.name, metric) if t.steps in steps_list]

@@ -1,0 +1,59 @@
+"""One evaluation, filed: evaluate a schedule source on a suite, build its records, append them, drop the
+side file. The loop behind `jsbench eval` and behind every row of `jsbench compare`.
+
+It lives above evaluate.py and results.py (results imports evaluate's types), and reaches the sharded
+evaluation of distributed.py lazily, as distributed.py reaches evaluate.py.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+from jsbench.evaluate import EvalRun, ScheduleSource, discard_partial, evaluate
+from jsbench.results import Record, append_records, make_records
+
+
+class EvalResult(NamedTuple):
+    run: EvalRun  # per-image scores
+    records: list[Record]  # what was appended to `out` (empty on the processes that do not write)
+
+
+def run_eval(
+    backbone,
+    suite,
+    source: ScheduleSource,
+    out: Path | None,
+    *,
+    seeds_per_prompt: int = 16,
+    split: str = "test",
+    items: list | None = None,
+    batch_size: int | None = None,
+    progress: bool = True,
+    on_images: Callable[[int], None] | None = None,
+    reference: EvalRun | None = None,
+    filed_under=None,
+    ctx=None,
+) -> EvalResult:
+    """Evaluate `source` with `backbone` on the suite's prompts x seeds and file the run.
+
+    The records carry the paired difference to `reference` (the default schedule's run on the same prompts
+    and seeds) when it is given, and are filed under `filed_under`'s name and model (default: `backbone`;
+    a distilled sampler's rows sit in the table of the backbone it is compared with). They are appended
+    to `out` in one atomic write, and the per-image side file that let an interrupted run resume is then
+    removed. With `ctx` (a DistContext), the prompts are sharded over its processes and only the main one
+    writes: the others return the gathered run with no records."""
+    kw = dict(seeds_per_prompt=seeds_per_prompt, split=split, progress=progress, out=out, items=items, batch_size=batch_size, on_images=on_images)
+    if ctx is None:
+        run = evaluate(backbone, suite, source, **kw)
+    else:
+        from jsbench.distributed import evaluate_sharded
+
+        run = evaluate_sharded(backbone, suite, source, ctx, **kw)
+        if not ctx.is_main:
+            return EvalResult(run, [])
+    records = make_records(filed_under if filed_under is not None else backbone, suite, source, run, reference=reference)
+    if out is not None:
+        append_records(out, records)
+        discard_partial(out)
+    return EvalResult(run, records)

@@ -1,0 +1,123 @@
+"""What the terminal shows: every table of the `jsbench` commands, built in one place.
+
+Each function takes the library's results (records, leaderboard tables, a check report, policy rows) and
+returns a rich Table or exact CSV / JSON text; the CLI only prints them. The leaderboard files themselves
+(markdown and CSV) are rendered by leaderboard.py, whose CSV the `--format csv` of compare reuses.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+from rich import box
+from rich.table import Table as RichTable
+
+COMPARE_FOOTNOTE = "overall = mean of the task means; --tasks adds a column per task, --format csv|json gives every value"
+CHECK_STYLES = {"regressed": "red", "missing": "yellow", "improved": "green"}
+
+
+def plain_table(title: str | None = None, caption: str | None = None) -> RichTable:
+    """A plain table: no side borders, so narrow terminals keep their columns for the values."""
+    return RichTable(title=title, caption=caption, box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left", caption_justify="left")
+
+
+def rows_text(fmt: str, columns, rows: list[dict]) -> str:
+    """Rows as exact CSV or JSON text (`fmt` "csv" or "json"; only `columns`; None is empty in CSV, null in JSON)."""
+    if fmt == "json":
+        return json.dumps([{c: (str(r[c]) if isinstance(r[c], Path) else r[c]) for c in columns} for r in rows], indent=1) + "\n"
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for r in rows:
+        writer.writerow(["" if r[c] is None else r[c] for c in columns])
+    return buf.getvalue()
+
+
+# --- jsbench eval ---------------------------------------------------------------------------------------
+
+
+def records_text(fmt: str, records) -> str:
+    """`eval --format csv|json`: every field of every record, exact (CSV leaves out the seed list)."""
+    rows = [asdict(r) for r in records]
+    columns = [c for c in rows[0] if c != "seeds"] if fmt == "csv" else list(rows[0])
+    return rows_text(fmt, columns, rows)
+
+
+def eval_table(records, suite: str, backbone: str, source) -> RichTable:
+    """`eval`'s table: each task's value ± SE of one schedule."""
+    table = plain_table(f"{suite} · {backbone} · {source.label} · {source.steps} steps")
+    for col in ("task", "metric", "value ± SE", "prompts", "images"):
+        table.add_column(col, overflow="fold", justify="left" if col in ("task", "metric") else "right")
+    for r in records:
+        table.add_row(r.task, r.metric, f"{r.value:.3f} ± {r.stderr:.3f}", str(r.n_prompts), str(r.n_images))
+    return table
+
+
+# --- jsbench compare ------------------------------------------------------------------------------------
+
+
+def sections_text(fmt: str, tables, suite: str) -> str:
+    """`compare --format csv|json`: the evaluated sections, every value exact (CSV: the leaderboard's)."""
+    if fmt == "csv":
+        from jsbench.leaderboard import render_csv
+
+        return render_csv(tables)
+    sections = [{"suite": suite, "backbone": t.backbone, "model_id": t.model_id, "steps": t.steps, "command": t.command, "tasks": t.tasks, "rows": t.rows} for t in tables]
+    return json.dumps(sections, indent=1) + "\n"
+
+
+def _paired(value, stderr) -> str:
+    return "–" if value is None else f"{value:+.3f} ± {stderr:.3f}"
+
+
+def compare_tables(tables, suite: str, tasks: bool = False) -> list[RichTable]:
+    """A narrow table (80 columns) per evaluated section; `tasks` adds a column per task."""
+    out = []
+    for t in tables:
+        vs_global = any(row.get("delta_global") is not None for row in t.rows)
+        table = plain_table(f"{suite} · {t.backbone} · {t.steps} steps")
+        for col in ["method", "steps", *(t.tasks if tasks else []), "overall ± SE", "Δ vs default", *(["Δ vs global"] if vs_global else [])]:
+            table.add_column(col, overflow="fold", justify="left" if col == "method" else "right")
+        for row in t.rows:
+            cells = [f"{row[k]:.3f}" if row[k] is not None else "–" for k in t.tasks] if tasks else []
+            table.add_row(row["method"], str(row["steps"]), *cells, f"{row['overall']:.3f} ± {row['stderr']:.3f}", _paired(row["delta"], row["delta_stderr"]),
+                          *([_paired(row.get("delta_global"), row.get("delta_global_stderr"))] if vs_global else []))
+        out.append(table)
+    return out
+
+
+def check_table(report) -> RichTable | None:
+    """`compare --check`: the committed rows that moved or are missing (None when every one is unchanged)."""
+    shown = [r for r in report.rows if r.verdict != "unchanged" or r.changed]
+    if not shown:
+        return None
+    table = RichTable(title=f"committed rows that moved or are missing (tolerance {report.tolerance:g} × SE of the paired Δ)")
+    for col in ("verdict", "steps", "method", "task", "committed", "fresh", "Δ ± SE(Δ)", "allowed drop", "images ↑/↓"):
+        table.add_column(col)
+    for r in shown:
+        se = "" if r.delta_stderr is None else f" ± {r.delta_stderr:.4f}" + ("" if r.paired else " (unpaired)")
+        images = f"↑{r.images_up} ↓{r.images_down} of {r.n_images}" if r.paired else "–"
+        table.add_row(r.verdict, str(r.steps), r.method, r.task, "–" if r.committed is None else f"{r.committed:.3f}",
+                      "–" if r.fresh is None else f"{r.fresh:.3f}", ("–" if r.delta is None else f"{r.delta:+.4f}") + se,
+                      "–" if r.allowed_drop is None else f"{r.allowed_drop:.4f}", images, style=CHECK_STYLES.get(r.verdict))
+    return table
+
+
+# --- jsbench policies list ------------------------------------------------------------------------------
+
+POLICY_COLUMNS = ("path", "backbone", "steps", "kind", "baseline", "reward", "checksum")
+
+
+def policies_table(rows: list[dict], root: str) -> RichTable:
+    """`policies list`: each policy (`_short`: its path under the root) with its backbone, steps, kind,
+    baseline and reward; the checksum is in `--format csv|json` and `policies show`."""
+    table = plain_table(title=f"policies in {root}", caption=None if rows else "none")
+    for col in ("policy", *POLICY_COLUMNS[1:6]):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(str(r["_short"]), *("–" if r[c] is None else str(r[c]) for c in POLICY_COLUMNS[1:6]))
+    return table
