@@ -5,6 +5,7 @@ Every refusal is one line on stderr and a non-zero exit; the library raises `Jsb
 
 from __future__ import annotations
 
+import inspect
 import sys
 from enum import Enum
 from pathlib import Path
@@ -14,6 +15,7 @@ import typer
 from rich.console import Console
 
 from jsbench import JsbenchError
+from jsbench.train_config import DECODE_HELP, DTYPE_HELP, OFFLOAD_HELP, TrainConfig  # dataclasses only: --help stays fast
 
 def _no_bool_tag() -> None:
     """typer's rich help tags every option with its type, flags (`--resume/--no-resume`, `--help`) as `<bool>`,
@@ -74,12 +76,6 @@ _PROGRESS_HELP = "Show a progress bar (on stderr) and the model-loading messages
 _ROOT_HELP = "the nearest folder at or above the current one holding policies/ or leaderboards/, else the checkout jsbench is installed from"
 
 
-class PolicyKind(str, Enum):
-    instance = "instance"
-    prompt = "prompt"
-    global_ = "global"
-
-
 def _backbone(name: str, model: Optional[str], device: Optional[str], dtype: Optional[str] = None, offload: bool = False,
               decode_chunk: Optional[int] = None, progress: bool = True):
     from jsbench.backbones import load_backbone
@@ -90,40 +86,61 @@ def _backbone(name: str, model: Optional[str], device: Optional[str], dtype: Opt
     return load_backbone(name, model, device, dtype=dtype, offload=offload, decode_chunk=decode_chunk)
 
 
-# options of the real (diffusers) backbones, shared by train, eval and compare
-_DTYPE_HELP = "Backbone dtype: bf16, fp16 or fp32 (default: bf16 on CUDA, fp32 on CPU). The policy and its schedules stay fp32."
-_OFFLOAD_HELP = "Keep the backbone's networks on the CPU and move each to the GPU while it runs (diffusers' model CPU offload; for 24-48 GB GPUs)."
-_DECODE_HELP = "Images per VAE decode call (default: the backbone's; a 1024^2 image peaks at ~1.4 GiB in bf16)."
+# options of the real (diffusers) backbones, shared by train (its TrainConfig fields), eval and compare
+_DTYPE_HELP, _OFFLOAD_HELP, _DECODE_HELP = DTYPE_HELP, OFFLOAD_HELP, DECODE_HELP
 
 
-@app.command()
-def train(
-    out: Path = typer.Option(..., help="Folder for the policy, its checkpoint and training log."),
-    backbone: str = typer.Option("analytic", help="Backbone name (analytic, sdxl, sd35-medium, flux-dev, ...)."),
-    model: Optional[str] = typer.Option(None, help="Hub id or local folder of the backbone's weights."),
-    steps: int = typer.Option(5, help="Step budget N: the policy outputs N increments."),
-    baseline: str = typer.Option("js", help="Reward baseline: none, rloo, xctx, js (James–Stein, Efron–Morris; needs --contexts >= 3) or js-plugin (the paper's plug-in, for comparison)."),
-    reward: str = typer.Option("geneval", help="Reward to maximise (geneval, ocr, ...)."),
-    suite: str = typer.Option("geneval", help="Suite whose training prompts are used."),
-    policy: PolicyKind = typer.Option(PolicyKind.instance, help="instance: prompt + noise; prompt: prompt only; global: one schedule."),
-    iters: int = typer.Option(200, help="Number of policy updates."),
-    contexts: int = typer.Option(16, "--contexts", "-B", help="Contexts (prompt, seed) per update."),
-    samples: int = typer.Option(4, "--samples", "-K", help="Schedules sampled per context."),
-    lr: float = typer.Option(1e-2, help="AdamW learning rate of the shared schedule (global alpha / output bias)."),
-    network_lr: float = typer.Option(1e-3, help="AdamW learning rate of the conditioning network (instance policies)."),
-    concentration: float = typer.Option(32.0, help="Initial Dirichlet concentration c0 (alpha = c0 * default increments)."),
-    seed: int = typer.Option(0, help="Seed of everything random in the run."),
-    checkpoint_every: int = typer.Option(25, help="Updates between atomic checkpoints."),
-    resume: bool = typer.Option(False, help="Continue from OUT/checkpoint.pt; ends exactly where the uninterrupted run would."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace the policy, checkpoint and log already in OUT (refused otherwise)."),
-    device: Optional[str] = typer.Option(None, help="torch device (default: cpu for analytic, cuda if available otherwise)."),
-    dtype: Optional[str] = typer.Option(None, help=_DTYPE_HELP),
-    offload: bool = typer.Option(False, "--offload", help=_OFFLOAD_HELP),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Rows per sampler call within an update (default: the backbone's train batch; B and K are unchanged)."),
-    decode_chunk: Optional[int] = typer.Option(None, "--decode-chunk", min=1, help=_DECODE_HELP),
-    progress: bool = typer.Option(True, help="Show a progress bar."),
-    processes: int = typer.Option(1, "--processes", min=1, help="Split each update's contexts over N local processes (runs torchrun; needs accelerate). For GPUs and nodes use `accelerate launch -m jsbench train ...`."),
-):
+def config_options(config_cls) -> list[inspect.Parameter]:
+    """A typer option per field of a config dataclass, built from the field's metadata (see
+    jsbench/train_config.py): `help` (required), `flags` (default --field-name), `choices` (an enum of
+    the values, whose `.value` the command passes on), `min`. The field's default is the option's."""
+    import dataclasses
+    import typing
+
+    hints = typing.get_type_hints(config_cls)
+    out = []
+    for f in dataclasses.fields(config_cls):
+        meta = f.metadata
+        if not meta.get("help"):
+            raise TypeError(f"{config_cls.__name__}.{f.name} has no help: declare it with metadata={{'help': ...}}")
+        annotation, default = hints[f.name], f.default
+        if meta.get("choices"):
+            annotation = Enum(f"{f.name.title()}Choice", {c: c for c in meta["choices"]}, type=str)
+            default = annotation(default)
+        elif type(None) in typing.get_args(annotation):  # `X | None`, as typer reads it
+            annotation = Optional[next(a for a in typing.get_args(annotation) if a is not type(None))]
+        extra = {"min": meta["min"]} if "min" in meta else {}
+        out.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
+                                     default=typer.Option(default, *meta.get("flags", ()), help=meta["help"], **extra)))
+    return out
+
+
+def _option(name: str, annotation, default) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation, default=default)
+
+
+# train's own options, around the TrainConfig fields: (placed after this field, or first / last)
+_TRAIN_OPTIONS = {
+    "first": [_option("out", Path, typer.Option(..., help="Folder for the policy, its checkpoint and training log."))],
+    "checkpoint_every": [
+        _option("resume", bool, typer.Option(False, help="Continue from OUT/checkpoint.pt; ends exactly where the uninterrupted run would.")),
+        _option("overwrite", bool, typer.Option(False, "--overwrite", help="Replace the policy, checkpoint and log already in OUT (refused otherwise).")),
+    ],
+    "last": [
+        _option("progress", bool, typer.Option(True, help="Show a progress bar.")),
+        _option("processes", int, typer.Option(1, "--processes", min=1, help="Split each update's contexts over N local processes (runs torchrun; needs accelerate). For GPUs and nodes use `accelerate launch -m jsbench train ...`.")),
+    ],
+}
+
+
+def _train_signature() -> inspect.Signature:
+    params = list(_TRAIN_OPTIONS["first"])
+    for p in config_options(TrainConfig):
+        params += [p, *_TRAIN_OPTIONS.get(p.name, [])]
+    return inspect.Signature(params + _TRAIN_OPTIONS["last"])
+
+
+def train(*, out: Path, resume: bool, overwrite: bool, progress: bool, processes: int, **fields):
     """Train a schedule policy with REINFORCE and a reward baseline (default js, James–Stein); writes OUT/policy.safetensors + manifest.json.
 
     OUT is locked while the run writes it (a second run on the same OUT refuses), and a folder that already
@@ -132,14 +149,9 @@ def train(
         from jsbench.distributed import launch_processes
 
         raise typer.Exit(launch_processes(processes))
-    from jsbench.train import TrainConfig, Trainer
+    from jsbench.train import Trainer
 
-    config = TrainConfig(
-        backbone=backbone, model=model, steps=steps, baseline=baseline, reward=reward, suite=suite, policy=policy.value,
-        iters=iters, contexts=contexts, samples=samples, lr=lr, network_lr=network_lr, concentration=concentration, seed=seed,
-        checkpoint_every=checkpoint_every, device=device, dtype=dtype, offload=offload, batch_size=batch_size,
-        decode_chunk=decode_chunk,
-    )
+    config = TrainConfig(**{k: v.value if isinstance(v, Enum) else v for k, v in fields.items()})
     import contextlib
 
     from jsbench.distributed import get_context
@@ -166,6 +178,10 @@ def train(
         path = trainer.save_policy()
     if trainer.dist.is_main:
         console.print(f"policy written to [bold]{path}[/]")
+
+
+train.__signature__ = _train_signature()  # typer reads the options from it
+app.command()(train)
 
 
 @app.command("eval")

@@ -37,39 +37,13 @@ from jsbench.io import replacing, write_json_atomic, write_text_atomic
 from jsbench.policy import SchedulePolicy, make_policy
 from jsbench.rewards import load_reward
 from jsbench.suites import load_suite
+from jsbench.train_config import TrainConfig  # the run's fields with their CLI help (torch-free, for `jsbench train --help`)
 
 TRAIN_SEED_BASE = 1_000_000  # training noise seeds live far from evaluation seeds (0..)
 
 
 class TrainError(JsbenchError):
     pass
-
-
-@dataclass
-class TrainConfig:
-    backbone: str = "analytic"
-    model: str | None = None
-    steps: int = 5
-    baseline: str = "js"
-    reward: str = "geneval"
-    suite: str = "geneval"
-    policy: str = "instance"  # instance | prompt | global
-    iters: int = 200
-    contexts: int = 16
-    samples: int = 4
-    lr: float = 1e-2
-    network_lr: float = 1e-3
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
-    concentration: float = 32.0
-    width: int = 128
-    seed: int = 0
-    checkpoint_every: int = 25
-    device: str | None = None
-    dtype: str | None = None  # the backbone's dtype (None: bf16 on CUDA, fp32 elsewhere); the policy is always fp32
-    offload: bool = False  # diffusers' model CPU offload (one network on the GPU at a time)
-    batch_size: int | None = None  # rows per sampler call (None: the backbone's train_batch); does not change B or K
-    decode_chunk: int | None = None  # images per VAE call (None: the backbone's decode_chunk)
 
 
 def _update_rng(seed: int, it: int) -> tuple[np.random.Generator, int]:

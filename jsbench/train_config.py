@@ -1,0 +1,54 @@
+"""A training run's configuration, with each field's command-line help beside it.
+
+`jsbench train` builds its options from these fields (jsbench/cli.py, `config_options`): a field added
+here is an option there, with its name (`--field-name`), default and help, and nothing else to touch.
+The metadata of a field: `help` (required), `flags` (the option's names when not just `--field-name`,
+e.g. a short flag, or a bare `--flag` for a bool without `--no-flag`), `choices` (the allowed values),
+`min` (the smallest allowed number).
+
+This module imports nothing heavy (no torch), so `jsbench --help` stays fast; jsbench.train re-exports
+TrainConfig beside the Trainer that runs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+def option(default, help: str, **metadata):
+    """A config field with its command-line help (and `flags`, `choices`, `min`)."""
+    return field(default=default, metadata={"help": help, **metadata})
+
+
+DEVICE_HELP = "torch device (default: cpu for analytic, cuda if available otherwise)."
+DTYPE_HELP = "Backbone dtype: bf16, fp16 or fp32 (default: bf16 on CUDA, fp32 on CPU). The policy and its schedules stay fp32."
+OFFLOAD_HELP = "Keep the backbone's networks on the CPU and move each to the GPU while it runs (diffusers' model CPU offload; for 24-48 GB GPUs)."
+BATCH_HELP = "Rows per sampler call within an update (default: the backbone's train batch; B and K are unchanged)."
+DECODE_HELP = "Images per VAE decode call (default: the backbone's; a 1024^2 image peaks at ~1.4 GiB in bf16)."
+
+
+@dataclass
+class TrainConfig:
+    backbone: str = option("analytic", "Backbone name (analytic, sdxl, sd35-medium, flux-dev, ...).")
+    model: str | None = option(None, "Hub id or local folder of the backbone's weights.")
+    steps: int = option(5, "Step budget N: the policy outputs N increments.")
+    baseline: str = option("js", "Reward baseline: none, rloo, xctx, js (James–Stein, Efron–Morris; needs --contexts >= 3) or js-plugin (the paper's plug-in, for comparison).")
+    reward: str = option("geneval", "Reward to maximise (geneval, ocr, ...).")
+    suite: str = option("geneval", "Suite whose training prompts are used.")
+    policy: str = option("instance", "instance: prompt + noise; prompt: prompt only; global: one schedule.", choices=("instance", "prompt", "global"))
+    iters: int = option(200, "Number of policy updates.")
+    contexts: int = option(16, "Contexts (prompt, seed) per update.", flags=("--contexts", "-B"))
+    samples: int = option(4, "Schedules sampled per context.", flags=("--samples", "-K"))
+    lr: float = option(1e-2, "AdamW learning rate of the shared schedule (global alpha / output bias).")
+    network_lr: float = option(1e-3, "AdamW learning rate of the conditioning network (instance policies).")
+    weight_decay: float = option(0.0, "AdamW weight decay of the policy's parameters.")
+    grad_clip: float = option(1.0, "Largest gradient norm of an update; a larger one is scaled down to it.")
+    concentration: float = option(32.0, "Initial Dirichlet concentration c0 (alpha = c0 * default increments).")
+    width: int = option(128, "Hidden width of the conditioning network (instance and prompt policies).")
+    seed: int = option(0, "Seed of everything random in the run.")
+    checkpoint_every: int = option(25, "Updates between atomic checkpoints.")
+    device: str | None = option(None, DEVICE_HELP)
+    dtype: str | None = option(None, DTYPE_HELP)  # the backbone's dtype; the policy is always fp32
+    offload: bool = option(False, OFFLOAD_HELP, flags=("--offload",))  # one network on the GPU at a time
+    batch_size: int | None = option(None, BATCH_HELP, min=1)  # does not change B or K
+    decode_chunk: int | None = option(None, DECODE_HELP, min=1)

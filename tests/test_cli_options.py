@@ -1,0 +1,67 @@
+"""`jsbench train`'s options are built from TrainConfig's fields: a new field is a new option, with its default
+and help, without touching cli.py."""
+
+import dataclasses
+
+import pytest
+import typer.main
+
+import jsbench.cli as cli_module
+import jsbench.train
+from jsbench import JsbenchError
+from jsbench.train import TrainConfig
+
+
+def _train_command():
+    return typer.main.get_command(cli_module.app).commands["train"]
+
+
+def test_every_train_config_field_is_a_train_option_with_its_default_and_help():
+    params = {p.name: p for p in _train_command().params}
+    for f in dataclasses.fields(TrainConfig):
+        assert f.name in params, f"TrainConfig.{f.name} is not an option of `jsbench train`"
+        p = params[f.name]
+        default = p.default.value if hasattr(p.default, "value") else p.default
+        assert default == f.default and p.help == f.metadata["help"]
+    # the few options of train alone, and the short flags
+    assert {"out", "resume", "overwrite", "progress", "processes"} <= set(params)
+    assert "-B" in params["contexts"].opts and "-K" in params["samples"].opts
+    assert params["offload"].secondary_opts == [] and params["resume"].secondary_opts == ["--no-resume"]
+
+
+@dataclasses.dataclass
+class _Extended(TrainConfig):
+    extra_knob: int = dataclasses.field(default=7, metadata={"help": "A knob added to the config.", "min": 1})
+
+
+def test_a_new_field_is_a_new_option_that_reaches_the_config(cli, monkeypatch):
+    monkeypatch.setattr(cli_module, "TrainConfig", _Extended)
+    monkeypatch.setattr(cli_module.train, "__signature__", cli_module._train_signature())
+    code, out, err = cli("train", "--help")
+    assert code == 0, err
+    assert "--extra-knob" in out and "A knob added to the config." in out and "[default: 7]" in out
+
+    seen = []
+
+    class Stop:
+        def __init__(self, config, out):
+            seen.append(config)
+            raise JsbenchError("stopped before training")
+
+    monkeypatch.setattr(jsbench.train, "Trainer", Stop)
+    code, _, err = cli("train", "--out", "run", "--extra-knob", "3", "--policy", "global", "-B", "5")
+    assert code == 2 and "stopped before training" in err
+    assert seen[0].extra_knob == 3 and seen[0].policy == "global" and seen[0].contexts == 5  # plain values, not enums
+    code, _, err = cli("train", "--out", "run", "--extra-knob", "0")
+    assert code != 0 and "extra-knob" in err  # its `min` holds
+    code, _, err = cli("train", "--out", "run", "--policy", "local")
+    assert code != 0 and "'instance', 'prompt', 'global'" in err and not seen[1:]  # its choices hold
+
+
+def test_a_field_without_help_is_refused():
+    @dataclasses.dataclass
+    class Bare(TrainConfig):
+        undocumented: int = 1
+
+    with pytest.raises(TypeError, match="undocumented has no help"):
+        cli_module.config_options(Bare)
