@@ -279,18 +279,15 @@ def compare(
     if all_:
         _compare_all(ctx, compare, leaderboards / RECIPE_NAME, policies=policies, leaderboards=leaderboards)
         return
+    from jsbench.zoo import parse_zoo
+
     validate_compare_options(check, strict, list(report))  # refused before any weights load
+    zoo_specs = parse_zoo(zoo)
     bb = _backbone(backbone, model, device, dtype, offload, decode_chunk, progress)
     s = load_suite(suite, bb)
     others = [_backbone(name, other_model or None, device, dtype, offload, decode_chunk, progress) for name, _, other_model in (d.partition("=") for d in distilled)]
-    cmd = compare_command(suite, backbone, list(steps), model, seeds, list(schedule), list(distilled))
-    from jsbench.zoo import DEFAULT_ZOO, parse_zoo
-
-    zoo_specs = parse_zoo(zoo)
-    if zoo_specs != list(DEFAULT_ZOO):
-        cmd += f" --zoo {','.join(zoo_specs) or 'none'}"
-    if check:
-        cmd += " --check" + (f" --tolerance {tolerance:g}" if tolerance != 2.0 else "") + (" --strict" if strict else "")
+    cmd = compare_command(suite, backbone, list(steps), model, seeds, list(schedule), list(distilled), zoo=zoo_specs,
+                          check=check, tolerance=tolerance, strict=strict)
     result = run_compare(
         bb, s, list(steps), policies_dir=policies, records_path=records, leaderboard_dir=leaderboards, seeds=seeds,
         check=check, tolerance=tolerance, strict=strict, reports=list(report), extra_schedules=list(schedule), distilled=others, plots=plots, progress=progress, command=cmd,

@@ -217,8 +217,11 @@ DEFAULT_SEEDS = 16
 
 
 def compare_command(suite: str, backbone: str, steps: list[int], model: str | None = None, seeds: int = DEFAULT_SEEDS,
-                    schedule: list[str] = (), distilled: list[str] = ()) -> str:
-    """The `jsbench compare` command line that evaluates these rows (shown beside each section)."""
+                    schedule: list[str] = (), distilled: list[str] = (), zoo: list[str] | None = None, check: bool = False,
+                    tolerance: float = 2.0, strict: bool = False) -> str:
+    """The `jsbench compare` command line that evaluates these rows (shown beside each section). `zoo`: the
+    parsed zoo rows, named only when they are not the default ones; `check`, `tolerance`, `strict`: the
+    check's options, named when checking."""
     parts = ["jsbench compare", f"--suite {suite}", f"--backbone {backbone}"]
     if model:
         parts.append(f"--model {model}")
@@ -226,6 +229,13 @@ def compare_command(suite: str, backbone: str, steps: list[int], model: str | No
     if seeds != DEFAULT_SEEDS:
         parts.append(f"--seeds {seeds}")
     parts += [f"--schedule {s}" for s in schedule] + [f"--distilled {d}" for d in distilled]
+    if zoo is not None:
+        from jsbench.zoo import DEFAULT_ZOO
+
+        if list(zoo) != list(DEFAULT_ZOO):
+            parts.append(f"--zoo {','.join(zoo) or 'none'}")
+    if check:
+        parts.append("--check" + (f" --tolerance {tolerance:g}" if tolerance != 2.0 else "") + (" --strict" if strict else ""))
     return " ".join(parts)
 
 

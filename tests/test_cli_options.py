@@ -65,3 +65,28 @@ def test_a_field_without_help_is_refused():
 
     with pytest.raises(TypeError, match="undocumented has no help"):
         cli_module.config_options(Bare)
+
+
+def test_compare_option_rules_live_in_the_library_and_refuse_before_weights_load(cli, monkeypatch):
+    from jsbench.compare import compare_command, validate_compare_options
+    from jsbench.zoo import DEFAULT_ZOO
+
+    with pytest.raises(JsbenchError, match="go with --check"):
+        validate_compare_options(check=False, strict=True)
+    with pytest.raises(JsbenchError, match="go with --check"):
+        validate_compare_options(check=False, reports=["r.md"])
+    validate_compare_options(check=True, strict=True, reports=["r.md", "r.json", "r.xml"])
+    import jsbench.backbones
+
+    def no_weights(*a, **k):
+        raise AssertionError("weights loaded before the options were refused")
+
+    monkeypatch.setattr(jsbench.backbones, "load_backbone", no_weights)
+    for args, fragment in ((["--strict"], "go with --check"), (["--check", "--report", "r.txt"], "r.txt"), (["--zoo", "magic"], "magic")):
+        code, _, err = cli("compare", "--steps", "3", *args)
+        assert code == 2 and fragment in err and "Traceback" not in err, err
+
+    base = "jsbench compare --suite geneval --backbone analytic --steps 3 --seeds 2"
+    assert compare_command("geneval", "analytic", [3], seeds=2, zoo=list(DEFAULT_ZOO)) == base
+    assert compare_command("geneval", "analytic", [3], seeds=2, zoo=[], check=True, strict=True) == base + " --zoo none --check --strict"
+    assert compare_command("geneval", "analytic", [3], seeds=2, zoo=["karras"], check=True, tolerance=3) == base + " --zoo karras --check --tolerance 3"
