@@ -28,10 +28,12 @@ class UnknownReward(JsbenchError):
     pass
 
 
+# Known names -> their module, so a lookup imports only that module; a reward not listed here is still
+# found (the registry imports this package's modules on a miss), so a new reward needs no line here.
 _MODULES: dict[str, str] = {"geneval": "jsbench.rewards.geneval", "ocr": "jsbench.rewards.ocr", "hps": "jsbench.rewards.clip", "clip": "jsbench.rewards.clip"}
 
 
-_REGISTRY = Registry("reward", UnknownReward, _MODULES)
+_REGISTRY = Registry("reward", UnknownReward, _MODULES, package="jsbench.rewards")
 register_reward = _REGISTRY.register
 available_rewards = _REGISTRY.names
 
