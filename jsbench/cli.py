@@ -196,7 +196,7 @@ def eval_(
     metadata: Optional[Path] = typer.Option(None, help="GenEval evaluation_metadata.jsonl to evaluate instead of the suite's test prompts (--suite geneval; on analytic, prompts the world draws)."),
     prompts_file: Optional[Path] = typer.Option(None, "--prompts-file", help="UTF-8 text file, one prompt of the suite a line: evaluate these instead of --split."),
     out: Path = typer.Option(Path("results/records.jsonl"), help="Records file (JSONL, appended atomically)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Rows per sampler call within an update (default: the backbone's train batch; B and K are unchanged)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Images sampled per batch (default: the backbone's eval batch)."),
     device: Optional[str] = typer.Option(None, help=_DEVICE_HELP),
     dtype: Optional[str] = typer.Option(None, help=_DTYPE_HELP),
     offload: bool = typer.Option(False, "--offload", help=_OFFLOAD_HELP),
@@ -281,7 +281,7 @@ def compare(
         return
     from jsbench.zoo import parse_zoo
 
-    validate_compare_options(check, strict, list(report))  # refused before any weights load
+    validate_compare_options(check, strict, list(report), leaderboards, suite)  # refused before any weights load
     zoo_specs = parse_zoo(zoo)
     bb = _backbone(backbone, model, device, dtype, offload, decode_chunk, progress)
     s = load_suite(suite, bb)

@@ -35,13 +35,17 @@ def shipped_policies(policies_dir: Path, backbone: str, steps: int) -> list[Path
     return found
 
 
-def validate_compare_options(check: bool, strict: bool = False, reports: list[Path] = ()) -> None:
+def validate_compare_options(check: bool, strict: bool = False, reports: list[Path] = (), leaderboard_dir: Path | None = None,
+                             suite_name: str | None = None) -> None:
     """The refusals of compare's options that need no model: `jsbench compare` runs them before any weights
-    load, and `run_compare` again for callers of the library."""
+    load, and `run_compare` again for callers of the library. Given the leaderboard folder and the suite's
+    name, a --check with no committed leaderboard to check against is refused here too."""
     if (reports or strict) and not check:
         raise JsbenchError("--report and --strict go with --check: the report is that of the regression check")
     for path in reports:
         report_format(path)  # an unknown suffix
+    if check and leaderboard_dir is not None and suite_name is not None and not read_committed(Path(leaderboard_dir) / f"{suite_name}.csv"):
+        raise JsbenchError(f"--check needs a committed leaderboard at {Path(leaderboard_dir) / (suite_name + '.csv')}")
 
 
 def run_compare(
@@ -65,10 +69,8 @@ def run_compare(
     batch_size: int | None = None,
     zoo: list[str] = (),
 ) -> CompareResult:
-    validate_compare_options(check, strict, reports)  # before anything is evaluated
+    validate_compare_options(check, strict, reports, leaderboard_dir, suite.name)  # before anything is evaluated
     committed = read_committed(leaderboard_dir / f"{suite.name}.csv") if check else []
-    if check and not committed:
-        raise JsbenchError(f"--check needs a committed leaderboard at {leaderboard_dir / (suite.name + '.csv')}")
     committed_scores = read_scores(scores_path(leaderboard_dir, suite.name)) if check else {}
     runs: dict[tuple, object] = {}  # row key -> this run's per-image scores (EvalRun)
     ceiling_done = False

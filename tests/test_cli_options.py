@@ -67,7 +67,7 @@ def test_a_field_without_help_is_refused():
         cli_module.config_options(Bare)
 
 
-def test_compare_option_rules_live_in_the_library_and_refuse_before_weights_load(cli, monkeypatch):
+def test_compare_option_rules_live_in_the_library_and_refuse_before_weights_load(cli, monkeypatch, tmp_path):
     from jsbench.compare import compare_command, validate_compare_options
     from jsbench.zoo import DEFAULT_ZOO
 
@@ -82,7 +82,8 @@ def test_compare_option_rules_live_in_the_library_and_refuse_before_weights_load
         raise AssertionError("weights loaded before the options were refused")
 
     monkeypatch.setattr(jsbench.backbones, "load_backbone", no_weights)
-    for args, fragment in ((["--strict"], "go with --check"), (["--check", "--report", "r.txt"], "r.txt"), (["--zoo", "magic"], "magic")):
+    for args, fragment in ((["--strict"], "go with --check"), (["--check", "--report", "r.txt"], "r.txt"), (["--zoo", "magic"], "magic"),
+                           (["--check", "--leaderboards", str(tmp_path)], "needs a committed leaderboard")):
         code, _, err = cli("compare", "--steps", "3", *args)
         assert code == 2 and fragment in err and "Traceback" not in err, err
 
