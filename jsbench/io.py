@@ -1,4 +1,5 @@
-"""File I/O shared by the library and the scripts: atomic writes and the prompt-file reader.
+"""File I/O shared by the library and the scripts: atomic writes, the scripts' --write/--out result
+writer (`write_result`) and the prompt-file reader.
 
 Every file jsbench writes goes through `replacing` (directly or via `write_text_atomic` /
 `write_json_atomic`): the content is written to a sibling temporary file, flushed to disk, then renamed
@@ -11,11 +12,12 @@ import json
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterable, Iterator
 
 from jsbench import JsbenchError
 
-__all__ = ["replacing", "write_text_atomic", "write_json_atomic", "append_lines", "read_prompt_lines"]
+__all__ = ["replacing", "write_text_atomic", "write_json_atomic", "append_lines", "read_prompt_lines", "shown_path",
+           "result_target", "write_result"]
 
 
 def _fsync(path: Path) -> None:
@@ -50,6 +52,46 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
 def write_json_atomic(path: str | os.PathLike, data) -> None:
     """Write `data` as indented, key-sorted JSON with a final newline, atomically."""
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
+
+
+def shown_path(path: str | os.PathLike, root: str | os.PathLike | None = None) -> str:
+    """`path` as a script prints it: relative to `root` when it lies inside it, else as given."""
+    path = Path(path)
+    if root is not None and path.is_relative_to(root):
+        return str(path.relative_to(root))
+    return str(path)
+
+
+def result_target(*, write: bool, out: str | os.PathLike | None, committed: str | os.PathLike,
+                  root: str | os.PathLike | None = None, log: Callable[[str], object] = print,
+                  companions: str = "") -> Path | None:
+    """Where a script's result goes: `committed` with --write, `out` with --out. With neither, log one line
+    naming both options (`companions`, e.g. " and its .png", names what --write also replaces) and return
+    None. For a script that writes files beside the JSON (plots) before the JSON itself."""
+    if write:
+        return Path(committed)
+    if out is not None:
+        return Path(out)
+    log(f"(nothing written: --write replaces {shown_path(committed, root)}{companions}, --out PATH writes elsewhere)")
+    return None
+
+
+def write_result(payload, *, write: bool, out: str | os.PathLike | None, committed: str | os.PathLike,
+                 root: str | os.PathLike | None = None, log: Callable[[str], object] = print, indent: int | None = 1,
+                 sort_keys: bool = False, newline: bool = True, also: Iterable[str | os.PathLike] = (),
+                 companions: str = "") -> Path | None:
+    """A script's --write / --out tail: write `payload` as JSON (`indent`, `sort_keys`, a final newline
+    unless `newline` is False) atomically to `committed` with --write or to `out` with --out, and log
+    "wrote PATH" (and the files in `also`, written beside it by the caller), paths relative to `root` when
+    inside it. With neither option nothing is written and one line says so (see `result_target`).
+    Returns the path written, or None."""
+    path = result_target(write=write, out=out, committed=committed, root=root, log=log, companions=companions)
+    if path is None:
+        return None
+    write_text_atomic(path, json.dumps(payload, indent=indent, sort_keys=sort_keys) + ("\n" if newline else ""))
+    others = [shown_path(p, root) for p in also]
+    log(f"wrote {shown_path(path, root)}" + (f" and {', '.join(others)}" if others else ""))
+    return path
 
 
 def append_lines(path: str | os.PathLike, lines: list[str]) -> None:
