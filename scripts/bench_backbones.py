@@ -21,7 +21,6 @@ Two questions (issue 3), answered per backbone:
 from __future__ import annotations
 
 import argparse
-import json
 import platform
 import statistics
 import sys
@@ -36,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from jsbench.backbones import backbone_class, load_backbone  # noqa: E402
 from jsbench.backbones.tiny import TINY_KINDS, save_tiny_pipeline  # noqa: E402
-from jsbench.io import write_text_atomic  # noqa: E402
+from jsbench.io import write_result  # noqa: E402
 from jsbench.policy_features import full_size_config  # noqa: E402
 from jsbench.schedule import floor_increments, increments_from_sigmas, sigmas_from_increments  # noqa: E402
 
@@ -319,12 +318,8 @@ def main(argv=None) -> int:
         "tiny": rows, "full_size_estimate": full,
         "goals": {"per_row_over_shared": 1.05, "policy_over_step": 0.01},
     }
-    out = ROOT / "bench" / "results" / "backbones.json" if args.write else args.out
-    if out is None:
-        print("\n(nothing written: --write replaces bench/results/backbones.json, --out PATH writes elsewhere)")
-        return 0
-    write_text_atomic(out, json.dumps(record, indent=1))
-    print(f"\nwrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    print()
+    write_result(record, write=args.write, out=args.out, committed=ROOT / "bench" / "results" / "backbones.json", root=ROOT, newline=False)
     return 0
 
 

@@ -26,7 +26,6 @@ Nothing is written unless asked: --write writes bench/results/baselines.json and
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import platform
 import sys
@@ -36,6 +35,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+COMMITTED = ROOT / "bench" / "results" / "baselines.json"
 sys.path.insert(0, str(ROOT))
 
 from jsbench.baselines import (  # noqa: E402
@@ -46,7 +46,7 @@ from jsbench.baselines import (  # noqa: E402
     rloo_baseline,
     xctx_baseline,
 )
-from jsbench.io import replacing, write_json_atomic  # noqa: E402
+from jsbench.io import replacing, result_target, shown_path, write_result  # noqa: E402
 
 BASELINES = {"none": none_baseline, "rloo": rloo_baseline, "xctx": xctx_baseline, "js": js_baseline, "js-plugin": js_plugin_baseline}
 ORACLE = "plug-in, true λ"
@@ -242,10 +242,6 @@ def gradient_variance(steps: int, B: int, K: int, batches: int, seed: int, polic
 # ----------------------------------------------------------------------------------------------- main
 
 
-def _rel(path: Path) -> str:
-    return str(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
-
-
 def print_mse(rows: list[dict], show_ratios: list[float]) -> None:
     head = f"{'rewards':>9}{'B':>4}{'K':>3}{'τ²/σ²':>7}{'rloo':>9}{'xctx':>9}{'js':>9}{'plugin':>9}{'js/rloo':>9}{'z':>7}{'plug/rloo':>10}{'z':>7}"
     print(head)
@@ -282,7 +278,6 @@ def main(argv=None) -> int:
     ap.add_argument("--write", action="store_true", help="write bench/results/baselines.json and its plots")
     ap.add_argument("--out", type=Path, default=None, help="write the JSON (and plots beside it) here instead")
     args = ap.parse_args(argv)
-    out_path = args.out if args.out is not None else (ROOT / "bench" / "results" / "baselines.json" if args.write else None)
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
 
@@ -339,8 +334,10 @@ def main(argv=None) -> int:
             print(f"    rewards: mean {g['reward_mean']:.3f}, within-context σ̂² {g['sigma2_hat']:.3f}, between-context τ̂² {g['tau2_hat']:.3f}")
     t_grad = time.perf_counter() - t2
 
+    print()
+    # --out wins over --write here (they are not exclusive options in this script)
+    out_path = result_target(write=args.write and args.out is None, out=args.out, committed=COMMITTED, root=ROOT, companions=" and its plots")
     if out_path is None:
-        print("\n(nothing written: --write writes bench/results/baselines.json and its plots, --out PATH writes elsewhere)")
         return 0
     out_path.parent.mkdir(parents=True, exist_ok=True)
     plots = []
@@ -349,7 +346,7 @@ def main(argv=None) -> int:
         png = out_path.with_name("baselines_mse.png" if kind == "gaussian" else f"baselines_mse_{kind}.png")
         what = "Gaussian rewards" if kind == "gaussian" else f"0/1 rewards (mean {BINARY_MEAN})"
         plot_mse(sel, png, f"Baseline error vs the true context mean, simulated random effects, {what}")
-        plots.append(_rel(png))
+        plots.append(shown_path(png, ROOT))
     record = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(), "python": platform.python_version(),
         "torch": torch.__version__, "threads": args.threads,
@@ -357,9 +354,7 @@ def main(argv=None) -> int:
         "seconds": {"mse_grid": t_mse, "bandit_gradient_error": t_bandit, "gradient_variance": t_grad},
         "claims": claims, "mse_grid": rows, "bandit_gradient_error": bandit, "gradient_variance": grad, "plots": plots,
     }
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(out_path, record)
-    print(f"\nwrote {_rel(out_path)} and {', '.join(plots)}")
+    write_result(record, write=False, out=out_path, committed=COMMITTED, root=ROOT, indent=2, sort_keys=True, also=plots)
     return 0
 
 

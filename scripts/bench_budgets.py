@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "bench" / "results" / "budgets.json"
 sys.path.insert(0, str(ROOT))
 
-from jsbench.io import write_text_atomic
+from jsbench.io import result_target, write_result
 from jsbench.backbones import load_backbone  # noqa: E402
 from jsbench.evaluate import CEILING_STEPS, evaluate, resolve_schedule  # noqa: E402
 from jsbench.results import make_records  # noqa: E402
@@ -182,9 +182,9 @@ def main(argv=None) -> int:
     print("  policies: " + ", ".join(f"{k} {v}" for k, v in origins.items()))
     print("  gap = ceiling - default; 'no gap': the default is within 2 standard errors of the ceiling, nothing to recover")
 
-    out = COMMITTED if args.write else args.out
+    print()
+    out = result_target(write=args.write, out=args.out, committed=COMMITTED, root=ROOT, companions=" and its .png")
     if out is None:
-        print(f"\n(nothing written: --write replaces {COMMITTED.relative_to(ROOT)} and its .png, --out PATH writes elsewhere)")
         return 0
     png = out.with_suffix(".png")
     plot(rows, ceiling.value, png)
@@ -196,9 +196,7 @@ def main(argv=None) -> int:
         "ceiling": {"steps": CEILING_STEPS, "value": ceiling.value, "stderr": ceiling.stderr},
         "rows": rows, "seconds": time.perf_counter() - start,
     }
-    write_text_atomic(out, json.dumps(record, indent=1))  # creates the folder, fsyncs, renames
-    rel = lambda p: p.relative_to(ROOT) if p.is_relative_to(ROOT) else p
-    print(f"\nwrote {rel(out)} and {rel(png)}")
+    write_result(record, write=False, out=out, committed=COMMITTED, root=ROOT, newline=False, also=[png])
     return 0
 
 

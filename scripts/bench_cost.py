@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jsbench.backbones import load_backbone  # noqa: E402
-from jsbench.io import write_text_atomic  # noqa: E402
+from jsbench.io import write_result  # noqa: E402
 from jsbench.schedule import floor_increments, increments_from_sigmas, sigmas_from_increments  # noqa: E402
 from jsbench.suites import available_suites, load_suite  # noqa: E402
 
@@ -366,12 +366,8 @@ def main(argv=None) -> int:
                            "full_size_estimate": tiny.get("full_size_estimate", [])} if tiny else None,
         "scale": scale, "seconds": time.perf_counter() - start,
     }
-    out = ROOT / "bench" / "results" / "cost.json" if args.write else args.out
-    if out is None:
-        print("\n(nothing written: --write replaces bench/results/cost.json, --out PATH writes elsewhere)")
-        return 0
-    write_text_atomic(out, json.dumps(record, indent=1))
-    print(f"\nwrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
+    print()
+    write_result(record, write=args.write, out=args.out, committed=ROOT / "bench" / "results" / "cost.json", root=ROOT, newline=False)
     return 0
 
 

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "bench" / "results" / "sample_efficiency.json"
 sys.path.insert(0, str(ROOT))
 
-from jsbench.io import write_text_atomic
+from jsbench.io import result_target, write_result, write_text_atomic
 from jsbench.train import TrainConfig, Trainer  # noqa: E402
 
 BASELINES = ["none", "rloo", "xctx", "js"]
@@ -236,9 +236,9 @@ def main(argv=None) -> int:
         print(f"    K={s['K']}: 90% of RLOO's gain ({s['gain_target']:.3f}): js after {s['updates_to_gain']['js']}, RLOO after "
               f"{s['updates_to_gain']['rloo']} updates: ratio {s['gain_js_over_rloo'] if s['gain_js_over_rloo'] is None else round(s['gain_js_over_rloo'], 3)}; per seed: {per}")
 
-    out = committed if args.write else args.out
+    print()
+    out = result_target(write=args.write, out=args.out, committed=committed, root=ROOT, companions=" and its .png")
     if out is None:
-        print(f"\n(nothing written: --write replaces {committed.relative_to(ROOT)} and its .png, --out PATH writes elsewhere)")
         return 0
     png = out.with_suffix(".png")
     plot(summaries, png, args.backbone)
@@ -251,9 +251,7 @@ def main(argv=None) -> int:
         "goal": {"js_over_rloo": 0.5},
         "summaries": summaries,
     }
-    write_text_atomic(out, json.dumps(record, indent=1))  # creates the folder, fsyncs, renames
-    rel = lambda p: p.relative_to(ROOT) if p.is_relative_to(ROOT) else p
-    print(f"\nwrote {rel(out)} and {rel(png)}")
+    write_result(record, write=False, out=out, committed=committed, root=ROOT, newline=False, also=[png])
     return 0
 
 

@@ -12,7 +12,6 @@ Nothing is written without --write or --out PATH. About 15 minutes on the 2-core
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 import torch
 
 from jsbench.backbones import load_backbone
-from jsbench.io import write_text_atomic
+from jsbench.io import write_result
 from jsbench.suites import load_suite
 from jsbench.world.detail_calibration import calibrate_detail, candidate_grid
 
@@ -58,12 +57,8 @@ def main(argv=None) -> int:
     print(f"searched global schedule: {cal.global_schedule}")
     payload = {"command": "python scripts/calibrate_detail.py " + " ".join(argv if argv is not None else sys.argv[1:]),
                "seconds": round(time.perf_counter() - start, 1), **cal.to_dict()}
-    out = COMMITTED if args.write else args.out
-    if out is None:
-        print(f"(nothing written: --write replaces {COMMITTED.relative_to(ROOT)}, --out PATH writes elsewhere)")
-        return 0
-    write_text_atomic(out, json.dumps(payload, indent=1) + "\n")
-    print(f"wrote {out} ({payload['seconds']:.0f} s)")
+    print(f"took {payload['seconds']:.0f} s")
+    write_result(payload, write=args.write, out=args.out, committed=COMMITTED, root=ROOT, indent=1)
     return 0
 
 

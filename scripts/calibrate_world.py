@@ -14,7 +14,6 @@ another backbone), --out PATH writes elsewhere. Takes about 10-20 minutes on 2 c
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import asdict
 from pathlib import Path
@@ -24,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from jsbench.backbones import load_backbone
-from jsbench.io import write_text_atomic
+from jsbench.io import write_result
 from jsbench.suites import load_suite
 from jsbench.world.calibration import calibrate_budget, score_grid
 
@@ -68,14 +67,9 @@ def main() -> None:
         )
     console.print(table)
     committed = ROOT / "bench" / "results" / ("calibration.json" if args.backbone == "analytic" else f"calibration-{args.backbone}.json")
-    out = committed if args.write else args.out
-    if out is None:
-        console.print(f"(nothing written: --write replaces {committed.relative_to(ROOT)}, --out PATH writes elsewhere)")
-        return
     payload = {"backbone": args.backbone, "ceiling_steps": args.ceiling_steps, "candidates": candidates,
                "rows": [asdict(r) for r in rows], "seconds": time.perf_counter() - start}
-    write_text_atomic(out, json.dumps(payload, indent=2) + "\n")  # creates the folder
-    console.print(f"wrote {out}")
+    write_result(payload, write=args.write, out=args.out, committed=committed, root=ROOT, log=console.print, indent=2)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Paired comparisons of the shipped detail-world policies (issue 14's positive control) at 3 steps.
 
-    OMP_NUM_THREADS=1 python scripts/eval_detail.py [--seeds 16] [--write | --out FILE]
+    OMP_NUM_THREADS=1 python scripts/eval_detail.py [--seeds 16] [--write | --out PATH]
 
 Evaluates default, the learned global, js (prompt + noise), js (prompt-only) and rloo policies in
 policies/detail/ and the ceiling on the held-out prompts with the evaluation seeds `jsbench compare`
@@ -10,20 +10,19 @@ differences (same prompts, same seeds) with standard errors:
 - on every held-out prompt (GenEval overall), and
 - on the prompts whose texture the noise decides ("with stripes", "with mixed stripes": where the world
   puts per-noise headroom) and on the prompts that name their texture (share of images correct).
-Writes JSON only when told: --write replaces bench/results/detail_policies.json, --out FILE writes elsewhere.
+Writes JSON only when told: --write replaces bench/results/detail_policies.json, --out PATH writes elsewhere.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from pathlib import Path
 
 from jsbench.backbones import load_backbone
 from jsbench.evaluate import evaluate, resolve_schedule
-from jsbench.io import write_text_atomic
+from jsbench.io import write_result
 from jsbench.splits import mean_stderr
 from jsbench.suites import load_suite
 from jsbench.world.detail import OPEN_PHRASES
@@ -80,12 +79,7 @@ def main(argv=None) -> int:
         result["paired"][f"{a} - {b}"] = {"overall": o, "open": op, "named": cl}
         print(f"  {a + ' - ' + b:<22}overall {o[0]:+.3f} ± {o[1]:.3f} ({o[0] / o[1]:+.1f} se)   open {op[0]:+.3f} ± {op[1]:.3f} "
               f"({op[0] / op[1]:+.1f} se)   named {cl[0]:+.3f} ± {cl[1]:.3f}")
-    out = COMMITTED if args.write else args.out
-    if out is None:
-        print(f"(nothing written: --write replaces {COMMITTED.relative_to(ROOT)}, --out FILE writes elsewhere)")
-        return 0
-    write_text_atomic(out, json.dumps(result, indent=1) + "\n")
-    print(f"wrote {out}")
+    write_result(result, write=args.write, out=args.out, committed=COMMITTED, root=ROOT, indent=1)
     return 0
 
 

@@ -1,24 +1,23 @@
 #!/usr/bin/env python
 """Paired comparisons of the shipped analytic policies on held-out prompts and seeds (issue 2's numbers).
 
-    python scripts/paired_gaps.py [--steps 3 5] [--seeds 16] [--write | --out FILE]
+    python scripts/paired_gaps.py [--steps 3 5] [--seeds 16] [--write | --out PATH]
 
 For each budget: overall GenEval score of default, global, js (prompt + noise), js (prompt-only), rloo,
 xctx and the 200-step ceiling; paired differences (same prompts, same seeds) with standard errors;
 and the share of the default-to-ceiling gap each method recovers. Prints them; writes JSON only when told:
---write replaces the committed bench/results/paired_gaps.json, --out FILE writes elsewhere.
+--write replaces the committed bench/results/paired_gaps.json, --out PATH writes elsewhere.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
 from jsbench.backbones import load_backbone
 from jsbench.evaluate import evaluate, resolve_schedule
-from jsbench.io import write_text_atomic
+from jsbench.io import write_result
 from jsbench.suites import load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -81,12 +80,8 @@ def main(argv=None):
                 rows[f"{a} - {b}"] = {"diff": m, "stderr": se, "outside_2se": abs(m) > 2 * se}
                 print(f"  {a} − {b}: {m:+.3f} ± {se:.3f}{'  (outside 2 SE)' if abs(m) > 2 * se else ''}")
         report[n] = {"ceiling": c_mean, **rows}
-    out = COMMITTED if args.write else args.out
-    if out is None:
-        print("\n(not written: --write replaces bench/results/paired_gaps.json, --out FILE writes elsewhere)")
-        return
-    write_text_atomic(out, json.dumps(report, indent=2) + "\n")  # creates the folder
-    print(f"\nwrote {out}")
+    print()
+    write_result(report, write=args.write, out=args.out, committed=COMMITTED, root=ROOT, indent=2)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,6 @@ bench/results/step-curve-<backbone>.json, --out PATH writes elsewhere.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import time
 from pathlib import Path
@@ -23,9 +22,11 @@ from rich.console import Console
 from rich.table import Table
 
 from jsbench.backbones import load_backbone
-from jsbench.io import write_text_atomic
+from jsbench.io import write_result
 from jsbench.suites import load_suite
 from jsbench.world.calibration import score_grid
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def main(argv=None) -> None:
@@ -38,8 +39,7 @@ def main(argv=None) -> None:
     where.add_argument("--write", action="store_true", help="replace the committed bench/results/step-curve-<backbone>.json")
     where.add_argument("--out", type=Path, default=None, help="write the JSON here instead")
     args = parser.parse_args(argv)
-    committed = Path(__file__).resolve().parents[1] / "bench" / "results" / f"step-curve-{args.backbone}.json"
-    out = committed if args.write else args.out
+    committed = ROOT / "bench" / "results" / f"step-curve-{args.backbone}.json"
     console = Console()
     backbone = load_backbone(args.backbone)
     suite = load_suite("geneval", backbone)  # the world's exact detector and GenEval's rules
@@ -61,11 +61,8 @@ def main(argv=None) -> None:
     for r in rows:
         table.add_row(str(r["steps"]), f"{r['correct']:.3f} ± {r['stderr']:.3f}")
     console.print(table)
-    if out is None:
-        console.print(f"(nothing written: --write replaces bench/results/{committed.name}, --out PATH writes elsewhere)")
-        return
-    write_text_atomic(out, json.dumps({"backbone": args.backbone, "model_id": backbone.model_id, "seeds": seeds, "rows": rows}, indent=2) + "\n")
-    console.print(f"wrote {out}")
+    write_result({"backbone": args.backbone, "model_id": backbone.model_id, "seeds": seeds, "rows": rows},
+                 write=args.write, out=args.out, committed=committed, root=ROOT, log=console.print, indent=2)
 
 
 if __name__ == "__main__":

@@ -151,7 +151,7 @@ def test_scripts_write_committed_results_only_when_told(tmp_path, capsys, monkey
     monkeypatch.setattr(mod, "COMMITTED", committed)  # stands in for bench/results/paired_gaps.json
     argv = ["--steps", "3", "--seeds", "1", "--policies", str(tmp_path / "none")]
     mod.main(argv)
-    assert "not written" in capsys.readouterr().out and not committed.exists()
+    assert "nothing written" in capsys.readouterr().out and not committed.exists()
     mod.main(argv + ["--out", str(tmp_path / "mine.json")])
     assert (tmp_path / "mine.json").exists() and not committed.exists()
     mod.main(argv + ["--write"])
