@@ -42,6 +42,12 @@ def overall(rows: list[tuple[str, float]]) -> tuple[float, float]:
     return sum(m for m, _ in stats) / len(stats), math.sqrt(sum(se * se for _, se in stats)) / len(stats)
 
 
+def _in_se(mean_se) -> str:
+    """A difference in standard errors; a zero standard error (one seed, or identical images) has none."""
+    mean, se = mean_se
+    return f"{mean / se:+.1f} se" if se > 0 else "no spread"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=16)
@@ -77,8 +83,8 @@ def main(argv=None) -> int:
         op = mean_stderr([d for _, d, is_open in diff if is_open])
         cl = mean_stderr([d for _, d, is_open in diff if not is_open])
         result["paired"][f"{a} - {b}"] = {"overall": o, "open": op, "named": cl}
-        print(f"  {a + ' - ' + b:<22}overall {o[0]:+.3f} ± {o[1]:.3f} ({o[0] / o[1]:+.1f} se)   open {op[0]:+.3f} ± {op[1]:.3f} "
-              f"({op[0] / op[1]:+.1f} se)   named {cl[0]:+.3f} ± {cl[1]:.3f}")
+        print(f"  {a + ' - ' + b:<22}overall {o[0]:+.3f} ± {o[1]:.3f} ({_in_se(o)})   open {op[0]:+.3f} ± {op[1]:.3f} "
+              f"({_in_se(op)})   named {cl[0]:+.3f} ± {cl[1]:.3f}")
     write_result(result, write=args.write, out=args.out, committed=COMMITTED, root=ROOT, indent=1)
     return 0
 
