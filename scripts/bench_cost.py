@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jsbench.backbones import load_backbone  # noqa: E402
-from jsbench.io import write_result  # noqa: E402
+from jsbench.io import write_result, write_text_atomic  # noqa: E402
 from jsbench.schedule import floor_increments, increments_from_sigmas, sigmas_from_increments  # noqa: E402
 from jsbench.suites import available_suites, load_suite  # noqa: E402
 
@@ -228,7 +228,7 @@ def scale_worker(args) -> int:
         ctx.barrier()
         train_s = time.perf_counter() - t
     if ctx.is_main:
-        Path(args.scale_worker).write_text(json.dumps({
+        write_text_atomic(Path(args.scale_worker), json.dumps({  # the parent reads it once the worker exits
             "processes": ctx.world_size, "threads_per_process": torch.get_num_threads(), "backend": ctx.backend,
             "eval_images": len(run.scores), "eval_seconds": eval_s, "eval_images_per_s": len(run.scores) / eval_s,
             "train_updates": args.scale_updates, "train_seconds": train_s, "train_updates_per_s": args.scale_updates / train_s,
