@@ -66,10 +66,10 @@ def build_tokenizer():
     """A CLIP BPE tokenizer whose merges spell every world word as ONE token; other text falls back to bytes."""
     from transformers import CLIPTokenizer
 
-    from jsbench.backbones.tiny import _bytes_to_unicode
+    from jsbench.backbones.tiny import bytes_to_unicode
 
     vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
-    for ch in _bytes_to_unicode().values():  # every byte's printable stand-in: any text tokenizes
+    for ch in bytes_to_unicode().values():  # every byte's printable stand-in: any text tokenizes
         vocab.setdefault(ch, len(vocab))
         vocab.setdefault(ch + "</w>", len(vocab))
     merges: list[tuple[str, str]] = []

@@ -37,6 +37,7 @@ __all__ = [
     "save_tiny_pipeline",
     "save_all_tiny",
     "tiny_clip_tokenizer",
+    "bytes_to_unicode",
     "tiny_t5_tokenizer",
     "clip_config",
     "t5_encoder",
@@ -61,7 +62,7 @@ _WORDS = (
 ).split()
 
 
-def _bytes_to_unicode() -> dict[int, str]:
+def bytes_to_unicode() -> dict[int, str]:
     """GPT-2/CLIP's reversible byte -> printable-unicode table (what tokenizers' ByteLevel emits)."""
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
     cs = bs[:]
@@ -82,7 +83,7 @@ def tiny_clip_tokenizer(model_max_length: int = 77):
     from transformers import CLIPTokenizer
 
     vocab = {"<|startoftext|>": 0, "<|endoftext|>": 1}
-    for ch in _bytes_to_unicode().values():
+    for ch in bytes_to_unicode().values():
         vocab.setdefault(ch, len(vocab))
         vocab.setdefault(ch + "</w>", len(vocab))
     merges = []
