@@ -105,12 +105,14 @@ def plot_image_grid(backbone, sources: list, prompts: list[str], seed: int, path
     [bool]` (the suite's verdict per image), each image is framed and marked: green ✓ pass, red ✗ fail."""
     import textwrap
 
+    from jsbench.evaluate import sample_source
+
     plt = _pyplot()
     fig, axes = plt.subplots(len(sources), len(prompts), figsize=(1.9 * len(prompts), 1.9 * len(sources) + 0.5), squeeze=False)
     cond = backbone.encode(prompts)
     x_T = backbone.initial_noise([seed] * len(prompts))
     for i, (source, label) in enumerate(zip(sources, unique_labels(sources))):
-        images = backbone.sample(x_T, cond, source.make(x_T, cond)).float().clamp(0, 1).cpu()
+        images = sample_source(backbone, source, x_T, cond).float().clamp(0, 1).cpu()  # evaluation's own sampling call
         verdicts = passed(images, prompts) if passed is not None else [None] * len(prompts)
         for j in range(len(prompts)):
             ax = axes[i][j]
