@@ -79,8 +79,9 @@ def test_one_new_file_in_the_real_package_is_a_new_suite_or_reward(tmp_path, mon
     (tmp_path / f"{name}.py").write_text(
         f"from {package.__name__} import {register}\n\n@{register}({name!r})\ndef make(backbone=None, **options):\n    return ('made', backbone)\n"
     )
-    monkeypatch.setattr(package, "__path__", [*package.__path__, str(tmp_path)])
     registry = package._REGISTRY
+    registry.names()  # every real module imported and registered first: the copy below keeps them all
+    monkeypatch.setattr(package, "__path__", [*package.__path__, str(tmp_path)])
     monkeypatch.setattr(registry, "_scanned", False)
     monkeypatch.setattr(registry, "factories", dict(registry.factories))
     monkeypatch.delitem(sys.modules, f"{package.__name__}.{name}", raising=False)
