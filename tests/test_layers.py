@@ -57,9 +57,12 @@ def imports_of(module: str) -> list[tuple[str, int]]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                out.append((".".join(base + ([node.module] if node.module else [])), node.lineno))
+                source = ".".join(base + ([node.module] if node.module else []))
             else:
-                out.append((node.module, node.lineno))
+                source = node.module
+            out.append((source, node.lineno))
+            # `from jsbench import train` or `from . import ocr` imports a module, not a name of the package
+            out += [(f"{source}.{a.name}", node.lineno) for a in node.names if f"{source}.{a.name}" in MODULES]
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in MODULES and node.value != "jsbench":
             out.append((node.value, node.lineno))
     return out
@@ -123,6 +126,19 @@ def test_the_parser_sees_imports_lazy_ones_and_registry_strings():
     assert {"jsbench.rewards.geneval", "jsbench.rewards.ocr", "jsbench.rewards.clip"} <= set(registry)
 
 
+def test_the_parser_sees_a_module_imported_by_name_from_its_package(tmp_path, monkeypatch):
+    """`from jsbench import compare` is an import of jsbench.compare, not of the errors in jsbench/__init__."""
+    source = tmp_path / "probe.py"
+    source.write_text("from jsbench import compare\nfrom jsbench import JsbenchError\n")
+    monkeypatch.setitem(MODULES, "jsbench.world.probe", source)
+    imports_of.cache_clear()
+    try:
+        found = [t for t, _ in imports_of("jsbench.world.probe")]
+    finally:
+        imports_of.cache_clear()
+    assert "jsbench.compare" in found and "jsbench.JsbenchError" not in found
+
+
 def test_cycle_finder_finds_a_cycle():
     assert cycles({("a", "b"): [], ("b", "c"): [], ("c", "a"): [], ("c", "d"): []}) == [["a", "b", "c"]]
     assert cycles({("a", "b"): [], ("b", "c"): []}) == []
@@ -141,7 +157,7 @@ def test_layers_import_only_downward(unit):
     upward = {
         f"{a} -> {b} ({', '.join(where)})"
         for (a, b), where in unit_edges().items()
-        if a == unit and RANK.get(b, APP) >= (RANK[a] if RANK[a] else 1) and b != "jsbench"
+        if a == unit and RANK.get(b, APP) >= RANK[a] and b != "jsbench"  # layer 0: not even each other
     }
     assert not upward, "imports that do not run downward: " + "; ".join(sorted(upward))
 
