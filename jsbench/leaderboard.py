@@ -19,7 +19,9 @@ METHOD_ORDER = ["default", "uniform", "global", "js", "js (prompt-only)", "js-pl
 ZOO_ORDER = {k: i for i, k in enumerate(["karras", "exponential", "beta", "ays", "oss", "searched", "file"])}
 
 
-def _method_rank(method: str) -> tuple:
+def method_rank(method: str) -> tuple:
+    """The sort key of a row's method, the order leaderboards and check reports list rows in: default and the
+    hand-made schedules, the schedule zoo, learned and distilled rows, the ceiling last."""
     if method in METHOD_ORDER:
         return (0, METHOD_ORDER.index(method), method)
     if method.startswith("shift"):
@@ -89,7 +91,7 @@ def build_tables(records: list[Record], suite: str, metric: str) -> list[Table]:
         here += [r for r in everywhere if (r.backbone, r.model_id, provenance_key(r.provenance())) == (backbone, model_id, prov)]
         tasks = list(dict.fromkeys(r.task for r in here if r.task != "overall"))
         rows = []
-        for method in sorted({r.method for r in here}, key=_method_rank):
+        for method in sorted({r.method for r in here}, key=method_rank):
             by_task = {r.task: r for r in here if r.method == method}
             overall = by_task.get("overall")
             if overall is None:
@@ -183,7 +185,7 @@ def cross_budget(tables: list[Table]) -> list[str]:
         mine = sorted((t for t in tables if (t.backbone, t.model_id, provenance_key(t.provenance)) == (backbone, model_id, prov)), key=lambda t: t.steps)
         if len(mine) < 2:
             continue
-        methods = sorted({r["method"] for t in mine for r in t.rows}, key=_method_rank)
+        methods = sorted({r["method"] for t in mine for r in t.rows}, key=method_rank)
         out += [f"## {backbone} · {model_id} · across step budgets", ""]
         out.append("| method | " + " | ".join(f"{t.steps} steps" for t in mine) + " |")
         out.append("|---|" + "|".join("---" for _ in mine) + "|")

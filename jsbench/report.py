@@ -29,7 +29,7 @@ from pathlib import Path
 
 from jsbench import JsbenchError
 from jsbench.io import write_text_atomic
-from jsbench.leaderboard import _method_rank, provenance_key
+from jsbench.leaderboard import method_rank, provenance_key
 from jsbench.results import PROVENANCE_FIELDS
 
 REPORT_FORMATS = {".md": "markdown", ".json": "json", ".xml": "junit"}
@@ -398,7 +398,7 @@ def _ordered(rows: list[RowCheck]) -> list[RowCheck]:
     task_order = {}
     for r in rows:
         task_order.setdefault(r.task, len(task_order))
-    return sorted(rows, key=lambda r: (r.backbone, r.model_id, r.steps, _method_rank(r.method), r.task != "overall", task_order[r.task]))
+    return sorted(rows, key=lambda r: (r.backbone, r.model_id, r.steps, method_rank(r.method), r.task != "overall", task_order[r.task]))
 
 
 # --- reports -----------------------------------------------------------------------------------------
