@@ -129,7 +129,8 @@ class Clock:
 
 
 def _is_discrete(backbone) -> bool:
-    return hasattr(backbone, "ve_start") and hasattr(backbone, "ve_sigmas")
+    """A backbone on a discrete (VE-sigma) scheduler, which offers `base.DiscreteClock`'s calls (SD-XL)."""
+    return backbone.clock_kind == "discrete"
 
 
 def clock(backbone, steps: int) -> Clock:
@@ -149,8 +150,8 @@ def clock(backbone, steps: int) -> Clock:
         def from_native(s: torch.Tensor) -> torch.Tensor:
             return flow_from_ve(s.to(torch.float64)) / t_start
 
-        cfg = getattr(getattr(backbone, "scheduler", None), "config", {}) or {}
-        return Clock("discrete", steps, default, native, to_native, from_native, cfg.get("sigma_min"), cfg.get("sigma_max"))
+        config_min, config_max = backbone.scheduler_sigma_range()
+        return Clock("discrete", steps, default, native, to_native, from_native, config_min, config_max)
     ident = lambda s: s.to(torch.float64).clone()  # noqa: E731
     return Clock("flow", steps, default, default.clone(), ident, ident)
 
@@ -191,8 +192,12 @@ def family_sigmas(backbone, spec: str, steps: int) -> tuple[torch.Tensor, str]:
     return ck.row(levels, label), label
 
 
-#: diffusers' `AysSchedules` key of each backbone family that has an Align Your Steps schedule
-AYS_KEYS = {"sdxl": "StableDiffusionXLSigmas"}
+def _ays_backbones() -> list[str]:
+    """The registered backbones whose class declares an Align Your Steps schedule (`ays_schedule`)."""
+    from jsbench.backbones import available_backbones, backbone_class
+
+    classes = {name: backbone_class(name) for name in available_backbones()}
+    return sorted(name for name, cls in classes.items() if cls is not None and cls.ays_schedule is not None and cls.clock_kind == "discrete")
 
 
 def ays_sigmas(backbone, steps: int) -> torch.Tensor:
@@ -206,9 +211,9 @@ def ays_sigmas(backbone, steps: int) -> torch.Tensor:
     first level is pinned to that start and the rest are run as given. A budget whose second level would
     lie at or above the start is refused.
     """
-    key = AYS_KEYS.get(backbone.name)
+    key = backbone.ays_schedule
     if key is None or not _is_discrete(backbone):
-        have = ", ".join(sorted(AYS_KEYS))
+        have = ", ".join(_ays_backbones())
         raise ZooError(f"ays: diffusers' AysSchedules has no schedule for {backbone.name} (only {have}); try karras, oss or searched")
     from diffusers.schedulers import AysSchedules
 
@@ -224,7 +229,7 @@ def ays_sigmas(backbone, steps: int) -> torch.Tensor:
     if steps > 1 and points[1] >= points[0]:
         raise ZooError(
             f"ays: at {steps} steps its second noise level {points[1].item():.4g} is not below this backbone's "
-            f"{steps}-step start {points[0].item():.4g} ({backbone.scheduler.config.timestep_spacing!r} spacing)"
+            f"{steps}-step start {points[0].item():.4g} ({backbone.timestep_spacing!r} spacing)"
         )
     return ck.row(points, "ays")
 
@@ -499,36 +504,12 @@ def _train_items(suite, count: int) -> list:
 
 def _velocity_fn(backbone) -> tuple[Callable, torch.dtype]:
     """(f, dtype): f(x [R, ...], sigma [R], cond) -> the flow velocity [R, ...] of the backbone's model
-    (guidance included), for the backbones whose clock is flow time; `dtype` is the precision the
-    backbone's own sampler keeps its state in (float64 for the embedded world, float32 otherwise)."""
-    if backbone.velocity is not None:  # a velocity the backbone offers beside its sampler (the protocol's optional one)
-        return (lambda x, s, c: backbone.velocity(x, s, c).to(torch.float32)), torch.float32
-    if hasattr(backbone, "world") and hasattr(backbone, "sample_latents"):  # the embedded world: exact posterior
-
-        tables: dict[tuple, tuple] = {}
-
-        def analytic(x, s, c):
-            # one mixture table per distinct prompt set (building it is the slow part), rows gathered from it
-            unique = tuple(dict.fromkeys(c.prompts))
-            if unique not in tables:
-                tables.clear()
-                table, rows_u = backbone.world.table(list(unique), dtype=torch.float64, device=x.device)
-                tables[unique] = (table, dict(zip(unique, rows_u.tolist())))
-            table, pos = tables[unique]
-            rows = torch.tensor([pos[p] for p in c.prompts], device=x.device)
-            x64, t = x.to(torch.float64), s.to(torch.float64)
-            x0 = table.posterior_mean(x64, t, rows)
-            return (x64 - x0) / t.view(-1, *([1] * (x.dim() - 1)))
-
-        return analytic, torch.float64
-    if hasattr(backbone, "_velocity") and hasattr(backbone, "_prepare") and not _is_discrete(backbone):
-
-        def flow(x, s, c):
-            xm = x.to(backbone.device, backbone.dtype)
-            return backbone._velocity(xm, s.to(backbone.device, torch.float32), c, backbone._prepare(xm, c)).to(torch.float32)
-
-        return flow, torch.float32
-    raise ZooError(f"oss: needs the velocity of a flow-matching backbone (analytic, scenes-dit, sd35, flux); {backbone.name} has none")
+    (guidance included), the protocol's `velocity`, and `dtype`, the precision the backbone's own sampler keeps
+    its state in (`velocity_dtype`: float64 for the embedded world, float32 otherwise)."""
+    if backbone.velocity is None:
+        raise ZooError(f"oss: needs the velocity of a flow-matching backbone (analytic, scenes-dit, sd35, flux); {backbone.name} has none")
+    work = backbone.velocity_dtype or torch.float32
+    return (lambda x, s, c: backbone.velocity(x, s, c).to(work)), work
 
 
 @torch.no_grad()

@@ -41,7 +41,7 @@ EXPECTED = {
 
 def test_the_protocol_declares_the_backbone_knowledge():
     for attr in ("default_steps", "ceiling_steps", "draws_embedded_world", "geneval_world", "decode_chunk", "eval_batch",
-                 "train_batch", "velocity", "max_steps", "name"):
+                 "train_batch", "velocity", "max_steps", "name", "velocity_dtype", "clock_kind", "ays_schedule"):
         assert attr in DECLARED
 
 
@@ -63,8 +63,44 @@ def test_every_registered_backbone_class_declares_the_protocol(name):
         assert (cls.default_steps, cls.ceiling_steps, cls.draws_embedded_world, world, cls.eval_batch) == EXPECTED[name]
 
 
+# the clock each backbone's sampler integrates and its Align Your Steps entry, declared since the schedule zoo
+# stopped probing for them (hasattr ve_start, a table keyed by backbone name): (clock_kind, ays_schedule, velocity?)
+CLOCKS = {
+    "analytic": ("flow", None, True),
+    "detail": ("flow", None, True),
+    "scenes-dit": ("flow", None, True),
+    "sdxl": ("discrete", "StableDiffusionXLSigmas", False),
+    "sd35": ("flow", None, True),
+    "sd35-medium": ("flow", None, True),
+    "sd35-large": ("flow", None, True),
+    "flux-dev": ("flow", None, True),
+    "flux-schnell": ("flow", None, True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(available_backbones()))
+def test_every_backbone_declares_its_clock_and_a_velocity_where_it_has_one(name):
+    import torch
+
+    from jsbench.backbones.base import CLOCK_KINDS, DiscreteClock
+
+    cls = backbone_class(name)
+    assert cls.clock_kind in CLOCK_KINDS
+    assert cls.ays_schedule is None or (isinstance(cls.ays_schedule, str) and cls.clock_kind == "discrete")
+    if cls.velocity is not None:  # a velocity says the precision it returns
+        assert cls.clock_kind == "flow" and cls.velocity_dtype in (torch.float32, torch.float64)
+    else:
+        assert cls.velocity_dtype is None
+    if cls.clock_kind == "discrete":
+        calls = [m for m in DiscreteClock.__dict__ if not m.startswith("_") and m != "table"]
+        assert calls and all(hasattr(cls, m) for m in calls), f"{cls.__name__} lacks a DiscreteClock call"
+    if name in CLOCKS:
+        assert (cls.clock_kind, cls.ays_schedule, cls.velocity is not None) == CLOCKS[name]
+
+
 def test_the_pinned_backbones_are_registered():
     assert set(EXPECTED) <= set(available_backbones())
+    assert set(CLOCKS) <= set(available_backbones())
     assert DEFAULT_CEILING_STEPS == 200
 
 
@@ -175,3 +211,28 @@ def test_a_distilled_row_records_its_own_steps_under_the_sections_budget(tmp_pat
     for t in result.tables:
         assert {r["method"]: r["steps"] for r in t.rows} == {"default": t.steps, "analytic-distilled (2 steps, distilled)": t.steps,
                                                             "ceiling (8 steps)": 8}
+
+
+# ---- a backbone missing a protocol attribute is refused where it is loaded --------------------------------
+
+
+def test_load_backbone_refuses_a_backbone_missing_protocol_attributes_in_one_line(monkeypatch):
+    from jsbench.backbones import IncompleteBackbone, _REGISTRY, load_backbone
+    from jsbench.backbones.analytic import AnalyticBackbone
+    from jsbench.backbones.base import PROTOCOL_ATTRS, missing_protocol_attrs
+
+    class Partial(AnalyticBackbone):  # what a new adapter that forgot two declarations looks like
+        pass
+
+    for attr in ("clock_kind", "ceiling_steps"):
+        monkeypatch.delattr(AnalyticBackbone, attr)  # restored after the test
+    monkeypatch.setitem(_REGISTRY.factories, "partial-test", lambda model=None, device=None: Partial())
+    with pytest.raises(IncompleteBackbone) as exc:
+        load_backbone("partial-test")
+    message = str(exc.value)
+    assert "\n" not in message and "'partial-test'" in message and "ceiling_steps, clock_kind" in message
+    assert missing_protocol_attrs(Partial()) == ["ceiling_steps", "clock_kind"]
+    monkeypatch.undo()
+    # every attribute and call the protocol declares is checked, and a complete backbone passes
+    assert {"clock_kind", "velocity", "sample", "encode", "pooled_dim", "device"} <= set(PROTOCOL_ATTRS)
+    assert missing_protocol_attrs(load_backbone("analytic")) == []

@@ -255,7 +255,10 @@ class DiffusersBackbone:
     ceiling_steps: int = DEFAULT_CEILING_STEPS  # steps of the `ceiling` reference row
     draws_embedded_world: bool = False  # real images: the real suites score them (scenes-dit sets True)
     geneval_world = None  # no embedded world of its own
-    velocity = None  # the zoo's OSS calls the flow adapters' `_velocity` (jsbench.zoo._velocity_fn)
+    velocity = None  # FlowMatchBackbone's: the transformer's velocity (SD-XL's clock is not flow time: none)
+    velocity_dtype = None
+    ays_schedule = None  # no Align Your Steps schedule in diffusers' AysSchedules (SD-XL sets its key)
+    # clock_kind: each subclass declares its own ("flow": FlowMatchBackbone, "discrete": SD-XL)
 
     def __init__(
         self, model: str | None = None, device: str | torch.device | None = None, dtype: torch.dtype | None = None,
@@ -391,6 +394,8 @@ class FlowMatchBackbone(DiffusersBackbone):
     """
 
     max_sequence_length = 512
+    clock_kind = "flow"  # the policy's sigma is the flow time the transformer is evaluated at
+    velocity_dtype = torch.float32  # the Euler state is upcast to float32 each step (`sample_latents`)
 
     def _image_seq_len(self, x_T: torch.Tensor | None = None) -> int:
         raise NotImplementedError
@@ -458,6 +463,13 @@ class FlowMatchBackbone(DiffusersBackbone):
     def _velocity(self, x: torch.Tensor, sigma_t: torch.Tensor, cond: Condition, ctx: dict) -> torch.Tensor:
         """The model's velocity at flow time sigma_t[b] for every row (guidance included)."""
         raise NotImplementedError
+
+    @torch.no_grad()
+    def velocity(self, x: torch.Tensor, sigma: torch.Tensor, cond: Condition) -> torch.Tensor:
+        """The protocol's `velocity`: the transformer's velocity at flow time sigma[r] (guidance included), float32;
+        x is cast to the model's device and dtype as `sample_latents` holds it."""
+        x = x.to(self.device, self.dtype)
+        return self._velocity(x, sigma.to(self.device, torch.float32), cond, self._prepare(x, cond)).to(torch.float32)
 
     @torch.no_grad()
     def sample_latents(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:

@@ -36,7 +36,9 @@ class AnalyticBackbone:
     decode_chunk = None  # the renderer draws a whole batch in one call
     eval_batch = None  # DEFAULT_EVAL_BATCH rows per evaluation call
     train_batch = None  # a training update samples all B*K rows in one call
-    velocity = None  # the zoo's OSS reads the exact posterior velocity off `world` (jsbench.zoo._velocity_fn)
+    velocity_dtype = torch.float64  # the exact flow runs in float64 (`sample_latents`)
+    clock_kind = "flow"  # sigma = t, x_t = (1 - t) x_0 + t eps
+    ays_schedule = None  # diffusers' AysSchedules has no entry for the embedded world
 
     def __init__(self, device: str | None = None):
         self.device = pick_device(device, default="cpu")  # the embedded world runs on the CPU unless told
@@ -72,6 +74,21 @@ class AnalyticBackbone:
         check_sigmas(sigmas)
         table, rows = self.world.table(cond.prompts, dtype=torch.float64, device=self.device)
         return euler_flow(table, x_T.to(torch.float64), rows, sigmas.to(self.device, torch.float64)).to(self.dtype)
+
+    @torch.no_grad()
+    def velocity(self, x: torch.Tensor, sigma: torch.Tensor, cond: Condition) -> torch.Tensor:
+        """The exact flow velocity (x - E[x_0 | x_t]) / t, float64, of each row under its prompt's mixture."""
+        # one mixture table per distinct prompt set (building it is the slow part), rows gathered from it
+        unique = tuple(dict.fromkeys(cond.prompts))
+        cached = self.__dict__.get("_velocity_table")
+        if cached is None or cached[0] != (unique, x.device):
+            table, rows_u = self.world.table(list(unique), dtype=torch.float64, device=x.device)
+            cached = self._velocity_table = ((unique, x.device), table, dict(zip(unique, rows_u.tolist())))
+        _, table, pos = cached
+        rows = torch.tensor([pos[p] for p in cond.prompts], device=x.device)
+        x64, t = x.to(torch.float64), sigma.to(x.device, torch.float64)
+        x0 = table.posterior_mean(x64, t, rows)
+        return (x64 - x0) / t.view(-1, *([1] * (x.dim() - 1)))
 
     def decode(self, latents: torch.Tensor, prompts: Sequence[str]) -> torch.Tensor:
         """Scenes render at 48x48, text scenes at 64x256 (a batch is one or the other)."""

@@ -72,8 +72,21 @@ class Backbone(Protocol):
     train_batch: int | None
     """Rows per sampler call in a training update (None: all B*K rows in one call)."""
     velocity: Callable[[torch.Tensor, torch.Tensor, Condition], torch.Tensor] | None
-    """`velocity(x, sigma [B], cond)`, the model's flow velocity, where a backbone offers one beside its sampler
-    (None: the schedule zoo's OSS derives it from the sampler's parts, see `jsbench.zoo._velocity_fn`)."""
+    """`velocity(x [R, *latent_shape], sigma [R], cond)` -> [R, *latent_shape] in `velocity_dtype`: the flow velocity
+    dx/dsigma the backbone's sampler integrates at flow time sigma (guidance included, no gradient), row r with
+    cond's row r. A method on the backbones whose clock is flow time (the embedded worlds: the exact posterior;
+    SD3.5, Flux, scenes-dit: the transformer); None where the sampler integrates another clock (SD-XL). The
+    schedule zoo's OSS needs it (`jsbench.zoo._velocity_fn`)."""
+    velocity_dtype: torch.dtype | None
+    """The precision the sampler keeps its state in, in which `velocity` returns (float64 for the embedded
+    worlds, float32 for the diffusers adapters, which upcast the state each step); None without a velocity."""
+    clock_kind: str
+    """What the schedule's sigma (the policy's clock) is: "flow", flow time as the model sees it (analytic,
+    SD3.5, Flux); "discrete", a DDPM model on a VE-sigma scheduler with normalised flow time as its clock
+    (SD-XL, see backbones/sdxl_clock.py), which then also offers the `DiscreteClock` calls."""
+    ays_schedule: str | None
+    """The key of the backbone family's Align Your Steps schedule in diffusers' `AysSchedules` (SD-XL:
+    "StableDiffusionXLSigmas"; None: the family has none). Only a "discrete" backbone's can be run."""
 
     @property
     def pooled_dim(self) -> int: ...
@@ -96,6 +109,48 @@ class Backbone(Protocol):
     def sample(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:
         """Images [B, 3, H, W] in [0, 1], one batched call, row b integrated along sigmas[b]."""
         ...
+
+
+#: the clock kinds a backbone declares (`Backbone.clock_kind`)
+CLOCK_KINDS = ("flow", "discrete")
+
+
+@runtime_checkable
+class DiscreteClock(Protocol):
+    """What a backbone with `clock_kind == "discrete"` (SD-XL) offers beside the Backbone protocol: its scheduler's
+    VE sigmas, on which the schedule zoo's formulas act (karras, exponential, beta, ays)."""
+
+    table: torch.Tensor
+    """The VE sigma of every DDPM training timestep [T], increasing (table[0]: the smallest trained level)."""
+
+    def ve_start(self, steps: int) -> torch.Tensor:
+        """The VE sigma the policy clock's 1 stands for at N steps (the pipeline's first noise level)."""
+        ...
+
+    def ve_sigmas(self, sigmas: torch.Tensor) -> torch.Tensor:
+        """Policy clock [B, N+1] -> VE sigmas [B, N+1] (float32)."""
+        ...
+
+    def scheduler_sigma_range(self) -> tuple[float | None, float | None]:
+        """(sigma_min, sigma_max) of the scheduler's config, which diffusers' family formulas prefer to the
+        schedule's own range (None where the config leaves it unset)."""
+        ...
+
+    @property
+    def timestep_spacing(self) -> str:
+        """The scheduler's timestep spacing ("leading" for SD-XL base), named in refusals."""
+        ...
+
+
+#: every attribute and call of the Backbone protocol, what `load_backbone` checks a built backbone for
+PROTOCOL_ATTRS = tuple(sorted(set(Backbone.__annotations__) | {k for k in vars(Backbone) if not k.startswith("_")}))
+
+
+def missing_protocol_attrs(backbone) -> list[str]:
+    """The Backbone protocol's attributes and calls `backbone` (an instance) lacks, in protocol order. Read off
+    its class and its own fields, so a property is not run to find out whether it exists."""
+    own = getattr(backbone, "__dict__", {})
+    return [a for a in PROTOCOL_ATTRS if a not in own and not hasattr(type(backbone), a)]
 
 
 # ---- memory: how many rows one sampler call takes, per backbone ------------------------------------------

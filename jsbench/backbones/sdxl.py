@@ -38,6 +38,8 @@ class SDXLBackbone(DiffusersBackbone):
     pipeline_class_name = "StableDiffusionXLPipeline"
     default_steps = 50
     default_guidance = 5.0
+    clock_kind = "discrete"  # normalised flow time over EulerDiscreteScheduler's VE sigmas (the DiscreteClock calls below)
+    ays_schedule = "StableDiffusionXLSigmas"  # diffusers' AysSchedules entry for SD-XL
     # memory (README): ~7 GB of bf16 weights; CFG runs every row twice through the UNet
     train_batch = 16
     eval_batch = 16
@@ -122,6 +124,15 @@ class SDXLBackbone(DiffusersBackbone):
             ve = torch.where(is_default[:, None], d_ve.to(sigmas.device), ve)
             taus = torch.where(is_default[:, None], d_tau.to(sigmas.device), taus)
         return ve, taus
+
+    def scheduler_sigma_range(self) -> tuple[float | None, float | None]:
+        """(sigma_min, sigma_max) of the scheduler config, where it sets them (None otherwise)."""
+        cfg = self.scheduler.config
+        return cfg.get("sigma_min"), cfg.get("sigma_max")
+
+    @property
+    def timestep_spacing(self) -> str:
+        return str(self.scheduler.config.timestep_spacing)
 
     def pipeline_sigmas(self, sigmas_row: torch.Tensor) -> list[float]:
         """`sigmas=` for StableDiffusionXLPipeline (EulerDiscreteScheduler takes all N+1 VE sigmas)."""
