@@ -11,10 +11,11 @@ factory that also takes `dtype`, `offload` and `decode_chunk` keywords gets the 
 from __future__ import annotations
 
 from jsbench import JsbenchError
-from jsbench.backbones.base import Backbone, Condition
+from jsbench.backbones.base import Backbone, Condition, missing_protocol_attrs
 from jsbench.registry import Registry
 
-__all__ = ["Backbone", "Condition", "register", "load_backbone", "available_backbones", "UnknownBackbone", "parse_dtype"]
+__all__ = ["Backbone", "Condition", "register", "load_backbone", "available_backbones", "UnknownBackbone", "IncompleteBackbone",
+           "parse_dtype"]
 
 # name -> module that registers it; imported lazily so `analytic` never pays for diffusers.
 _MODULES = {
@@ -35,6 +36,10 @@ _MODULES = {
 
 class UnknownBackbone(JsbenchError):
     pass
+
+
+class IncompleteBackbone(JsbenchError):
+    """A registered backbone that lacks an attribute or call of the Backbone protocol (refused when loaded)."""
 
 
 _REGISTRY = Registry("backbone", UnknownBackbone, _MODULES)
@@ -80,7 +85,14 @@ def load_backbone(
             raise UnknownBackbone(f"backbone {name!r} has no {flag} option (it runs in its own dtype and memory)")
     if decode_chunk is not None and decode_chunk < 1:
         raise UnknownBackbone(f"--decode-chunk must be at least 1, got {decode_chunk}")
-    return factory(model=model, device=device, **options)
+    backbone = factory(model=model, device=device, **options)
+    missing = missing_protocol_attrs(backbone)
+    if missing:
+        raise IncompleteBackbone(
+            f"backbone {name!r} ({type(backbone).__name__}) does not declare {', '.join(missing)}, which the Backbone "
+            "protocol asks of every backbone (see jsbench/backbones/base.py)"
+        )
+    return backbone
 
 
 def backbone_class(name: str) -> type | None:
