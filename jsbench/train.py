@@ -33,7 +33,7 @@ from jsbench.backbones.base import sample_in_batches, train_batch_size
 from jsbench.baselines import advantages, validate_baseline
 from jsbench.devices import pick_device
 from jsbench.distributed import DistContext, get_context
-from jsbench.io import replacing, write_json_atomic, write_text_atomic
+from jsbench.io import append_lines, replacing, write_json_atomic, write_text_atomic
 from jsbench.policy import SchedulePolicy, make_policy
 from jsbench.rewards import load_reward
 from jsbench.suites import load_suite
@@ -279,8 +279,7 @@ class Trainer:
                 record = self.step(it)
                 record["seconds"] = round(time.perf_counter() - start, 4)
                 if self.dist.is_main:
-                    with open(self.log_path, "a") as f:
-                        f.write(json.dumps(record, sort_keys=True) + "\n")
+                    append_lines(self.log_path, [json.dumps(record, sort_keys=True) + "\n"])  # one whole-line write
                 self.iteration = it + 1
                 if self.iteration % self.config.checkpoint_every == 0 or self.iteration == self.config.iters:
                     self.save_checkpoint()
