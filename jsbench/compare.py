@@ -11,7 +11,7 @@ from jsbench.evaluate import resolve_schedule
 from jsbench.io import write_text_atomic
 from jsbench.leaderboard import Table, add_reference_deltas, build_tables, merge_tables, read_committed, render_csv, render_markdown, tables_from_csv
 from jsbench.policy import read_manifest
-from jsbench.report import CheckReport, check_against_committed, read_scores, report_format, row_key, scores_path, write_report, write_scores
+from jsbench.report import CheckReport, check_against_committed, check_scope, check_tolerance, read_scores, report_format, row_key, scores_path, write_report, write_scores
 from jsbench.runs import run_eval
 
 REGENERATE_ALL = "jsbench compare --all"  # runs every invocation of leaderboards/recipe.json
@@ -36,16 +36,28 @@ def shipped_policies(policies_dir: Path, backbone: str, steps: int) -> list[Path
 
 
 def validate_compare_options(check: bool, strict: bool = False, reports: list[Path] = (), leaderboard_dir: Path | None = None,
-                             suite_name: str | None = None) -> None:
+                             suite_name: str | None = None, *, tolerance: float = 2.0, backbone_name: str | None = None,
+                             steps_list: list[int] | None = None) -> None:
     """The refusals of compare's options that need no model: `jsbench compare` runs them before any weights
-    load, and `run_compare` again for callers of the library. Given the leaderboard folder and the suite's
-    name, a --check with no committed leaderboard to check against is refused here too."""
+    load, and `run_compare` again for callers of the library. With --check: a negative tolerance; given the
+    leaderboard folder and the suite's name, no committed leaderboard to check against; given the backbone's
+    name and the step budgets too, a check that would compare nothing (no committed row of that backbone at
+    those budgets; the model, known once loaded, is checked after the evaluation)."""
     if (reports or strict) and not check:
         raise JsbenchError("--report and --strict go with --check: the report is that of the regression check")
     for path in reports:
         report_format(path)  # an unknown suffix
-    if check and leaderboard_dir is not None and suite_name is not None and not read_committed(Path(leaderboard_dir) / f"{suite_name}.csv"):
-        raise JsbenchError(f"--check needs a committed leaderboard at {Path(leaderboard_dir) / (suite_name + '.csv')}")
+    if not check:
+        return
+    check_tolerance(tolerance)
+    if leaderboard_dir is None or suite_name is None:
+        return
+    csv_path = Path(leaderboard_dir) / f"{suite_name}.csv"
+    committed = read_committed(csv_path)
+    if not committed:
+        raise JsbenchError(f"--check needs a committed leaderboard at {csv_path}")
+    if backbone_name is not None and steps_list is not None:
+        check_scope(committed, backbone_name, list(steps_list), where=str(csv_path))
 
 
 def run_compare(
@@ -69,7 +81,8 @@ def run_compare(
     batch_size: int | None = None,
     zoo: list[str] = (),
 ) -> CompareResult:
-    validate_compare_options(check, strict, reports, leaderboard_dir, suite.name)  # before anything is evaluated
+    validate_compare_options(check, strict, reports, leaderboard_dir, suite.name, tolerance=tolerance, backbone_name=backbone.name,
+                             steps_list=steps_list)  # before anything is evaluated
     committed = read_committed(leaderboard_dir / f"{suite.name}.csv") if check else []
     committed_scores = read_scores(scores_path(leaderboard_dir, suite.name)) if check else {}
     runs: dict[tuple, object] = {}  # row key -> this run's per-image scores (EvalRun)
@@ -239,6 +252,30 @@ def compare_command(suite: str, backbone: str, steps: list[int], model: str | No
     if check:
         parts.append("--check" + (f" --tolerance {tolerance:g}" if tolerance != 2.0 else "") + (" --strict" if strict else ""))
     return " ".join(parts)
+
+
+# the options of one compare invocation: `--all` takes them from each recipe run, never from its command line
+PER_RUN_OPTIONS = ("suite", "backbone", "model", "steps", "seeds", "schedule", "distilled", "zoo")
+
+
+def validate_all_options(given: list[str], reports: list[Path] = ()) -> None:
+    """`compare --all`'s refusals: `given`, the options set on its command line, may hold no per-run option
+    (the recipe gives them), and no --report (a report is the check of one run)."""
+    named = [n for n in PER_RUN_OPTIONS if n in given]
+    if named:
+        raise JsbenchError(f"--all takes --{named[0]} and the other per-run options from the recipe; drop --{named[0]} or run without --all")
+    if reports:
+        raise JsbenchError("--report writes the check of one run; with --all, check each recipe run with its own command and --report")
+
+
+def recipe_run_options(run: dict) -> dict:
+    """A recipe run (from `read_recipe`) as compare's per-run options; an unset zoo is left out (compare's default)."""
+    return {k: run[k] for k in PER_RUN_OPTIONS if run[k] is not None or k == "model"}
+
+
+def recipe_run_command(run: dict) -> str:
+    """The command line a recipe run stands for (shown before it runs)."""
+    return compare_command(run["suite"], run["backbone"], run["steps"], run["model"], run["seeds"], run["schedule"], run["distilled"])
 
 
 def read_recipe(path: str | Path) -> list[dict]:

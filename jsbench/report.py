@@ -239,6 +239,43 @@ def _rounded(v: float | None) -> float | None:
     return None if v is None or _nan(v) else float(f"{v:.{CSV_DIGITS}f}")
 
 
+def check_tolerance(tolerance: float) -> None:
+    """--check's tolerance must be a number ≥ 0 (refused before anything is evaluated, and by the check)."""
+    if not tolerance >= 0:
+        raise CheckError(f"--tolerance must be a number ≥ 0 (standard errors of the paired difference), got {tolerance}")
+
+
+def _committed_key(line: dict) -> tuple[tuple, int]:
+    """A committed CSV line's row key and its section's budget (`budget`; a CSV without it: the row's steps)."""
+    try:
+        key = row_key(line["backbone"], line["model_id"], line["steps"], line["method"])
+        line["task"]
+        return key, (int(line["budget"]) if line.get("budget") else key[2])
+    except (KeyError, ValueError, TypeError):
+        raise CheckError(f"committed leaderboard line {line} lacks backbone, model_id, steps, method or task") from None
+
+
+def _budget_in_scope(line: dict, key: tuple, budget: int, steps_list: list[int]) -> bool:
+    # a CSV without budgets: the ceiling row goes with any budget
+    return budget in steps_list or (not line.get("budget") and key[3].startswith("ceiling"))
+
+
+def check_scope(committed: list[dict], backbone_name: str, steps_list: list[int], where: str = "the committed leaderboard") -> None:
+    """Refuse a check that would compare nothing: no committed row of this backbone at these budgets. It needs
+    only the backbone's name, so `compare --check` runs it before any weights load; the check itself refuses
+    again once the model is known (`check_against_committed`: backbone, model and budgets)."""
+    held: dict[str, set[int]] = {}
+    for line in committed:
+        key, budget = _committed_key(line)
+        if key[0] == backbone_name and _budget_in_scope(line, key, budget, steps_list):
+            return
+        if not key[3].startswith("ceiling") or line.get("budget"):
+            held.setdefault(key[0], set()).add(budget)
+    holds = "; ".join(f"{name} at {', '.join(map(str, sorted(b)))} steps" for name, b in sorted(held.items())) or "no rows"
+    raise CheckError(f"--check would compare nothing: no row of {where} is of backbone {backbone_name!r} at "
+                     f"{', '.join(f'--steps {n}' for n in steps_list)} (it holds {holds})")
+
+
 def check_against_committed(
     committed: list[dict],
     committed_scores: dict[tuple, dict],
@@ -257,22 +294,14 @@ def check_against_committed(
     the sections of this backbone, model and these budgets whose provenance (detector, prompt set, ...)
     is this run's; a budget whose committed sections all have another provenance is reported missing
     (this run cannot produce those numbers). `runs` maps row keys to the fresh `EvalRun`s."""
-    if not tolerance >= 0:
-        raise CheckError(f"--tolerance must be a number ≥ 0 (standard errors of the paired difference), got {tolerance}")
+    check_tolerance(tolerance)
     metric = suite.primary_metric
     fresh_prov = line_provenance(provenance or {})
     sections: dict[int, dict[tuple, list]] = {}  # budget -> provenance key -> committed lines of that section
     not_checked: dict[str, int] = {}
     for line in committed:
-        try:
-            key = row_key(line["backbone"], line["model_id"], line["steps"], line["method"])
-            line["task"]
-            # the section's budget (`budget`; a CSV without it: the row's steps, and the ceiling goes with any budget)
-            budget = int(line["budget"]) if line.get("budget") else key[2]
-        except (KeyError, ValueError, TypeError):
-            raise CheckError(f"committed leaderboard line {line} lacks backbone, model_id, steps, method or task") from None
-        here = budget in steps_list or (not line.get("budget") and key[3].startswith("ceiling"))
-        if key[0] == backbone_name and key[1] == model_id and here:
+        key, budget = _committed_key(line)
+        if key[0] == backbone_name and key[1] == model_id and _budget_in_scope(line, key, budget, steps_list):
             sections.setdefault(budget, {}).setdefault(provenance_key(line_provenance(line)), []).append(line)
         else:
             where = f"{key[0]} · {budget} steps" + ("" if key[1] == model_id or key[0] != backbone_name else f" · {key[1]}")

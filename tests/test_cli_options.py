@@ -83,9 +83,26 @@ def test_compare_option_rules_live_in_the_library_and_refuse_before_weights_load
 
     monkeypatch.setattr(jsbench.backbones, "load_backbone", no_weights)
     for args, fragment in ((["--strict"], "go with --check"), (["--check", "--report", "r.txt"], "r.txt"), (["--zoo", "magic"], "magic"),
-                           (["--check", "--leaderboards", str(tmp_path)], "needs a committed leaderboard")):
+                           (["--check", "--leaderboards", str(tmp_path)], "needs a committed leaderboard"),
+                           (["--check", "--tolerance", "-1"], "--tolerance must be a number ≥ 0")):
         code, _, err = cli("compare", "--steps", "3", *args)
         assert code == 2 and fragment in err and "Traceback" not in err, err
+
+    # a check that would compare nothing is refused before any weights load: another backbone's, another budget's
+    board = tmp_path / "board"
+    board.mkdir()
+    line = "jsbench/analytic-scenes,{steps},{method},overall,0.5,,,,9,{budget}"
+    (board / "geneval.csv").write_text("backbone,model_id,steps,method,task,value,stderr,delta,delta_stderr,n_images,budget\n"
+                                       + "".join(f"analytic,{line.format(steps=s, method=m, budget=3)}\n" for s, m in ((3, "default"), (200, "ceiling (200 steps)"))))
+    for args in (["--steps", "5"], ["--backbone", "detail", "--steps", "3"]):
+        code, _, err = cli("compare", "--check", "--leaderboards", str(board), *args)
+        assert code == 2 and "--check would compare nothing" in err and "analytic at 3 steps" in err, err
+    with pytest.raises(JsbenchError, match="would compare nothing"):
+        validate_compare_options(check=True, leaderboard_dir=board, suite_name="geneval", backbone_name="analytic", steps_list=[5])
+    validate_compare_options(check=True, leaderboard_dir=board, suite_name="geneval", backbone_name="analytic", steps_list=[3, 5])
+    with pytest.raises(JsbenchError, match="--tolerance must be"):
+        validate_compare_options(check=True, tolerance=float("nan"))
+    validate_compare_options(check=False, tolerance=-1)  # the tolerance is the check's: unused without --check
 
     base = "jsbench compare --suite geneval --backbone analytic --steps 3 --seeds 2"
     assert compare_command("geneval", "analytic", [3], seeds=2, zoo=list(DEFAULT_ZOO)) == base

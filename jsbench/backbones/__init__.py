@@ -5,7 +5,10 @@ default_steps, ceiling_steps, draws_embedded_world, ...; a diffusers adapter inh
 that calls `register("name")` on a factory `factory(model: str | None, device: str | None) -> TheClass` (the
 annotation lets `backbone_class` read the class without weights), plus its line in `_MODULES` below. A
 factory that also takes `dtype`, `offload` and `decode_chunk` keywords gets the CLI's
---dtype/--offload/--decode-chunk (the diffusers backbones do).
+--dtype/--offload/--decode-chunk (the diffusers backbones do). `load_backbone` refuses a backbone that lacks
+any protocol attribute or call (`IncompleteBackbone`, naming them). A diffusers adapter may also declare the
+harness's sizes: `tiny_sampling` with a `tiny_pipeline` classmethod (its tiny test pipeline) and `full_size`
+(its published network, for FLOP estimates).
 """
 
 from __future__ import annotations
@@ -105,3 +108,10 @@ def backbone_class(name: str) -> type | None:
     except (NameError, TypeError, ValueError, SyntaxError):
         return None
     return annotation if isinstance(annotation, type) else None
+
+
+def backbones_in_order() -> list[str]:
+    """Every registered backbone name in the order `_MODULES` declares them, then any registered elsewhere
+    (`available_backbones` sorts them): the order derived tables (tiny pipelines, full-size sizes) keep."""
+    names = available_backbones()
+    return [n for n in _MODULES if n in names] + [n for n in names if n not in _MODULES]
