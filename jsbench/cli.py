@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from jsbench import JsbenchError
+from jsbench.suites import declared_suites  # the declared names only: imports no suite module
 from jsbench.train_config import DECODE_HELP, DTYPE_HELP, OFFLOAD_HELP, TrainConfig  # dataclasses only: --help stays fast
 
 def _no_bool_tag() -> None:
@@ -86,8 +87,23 @@ def _backbone(name: str, model: Optional[str], device: Optional[str], dtype: Opt
     return load_backbone(name, model, device, dtype=dtype, offload=offload, decode_chunk=decode_chunk)
 
 
-# options of the real (diffusers) backbones, shared by train (its TrainConfig fields), eval and compare
-_DTYPE_HELP, _OFFLOAD_HELP, _DECODE_HELP = DTYPE_HELP, OFFLOAD_HELP, DECODE_HELP
+# the backbone options of eval, compare and schedules plot, declared once: name -> typer.Option's arguments (the
+# dtype, offload and decode-chunk helps are also those of train's TrainConfig fields)
+_BACKBONE_OPTIONS = {
+    "model": dict(default=None, help="Hub id or local folder of the backbone's weights."),
+    "batch_size": dict(default=None, flags=("--batch-size",), min=1, help="Images sampled per batch (default: the backbone's eval batch)."),
+    "device": dict(default=None, help=_DEVICE_HELP),
+    "dtype": dict(default=None, help=DTYPE_HELP),
+    "offload": dict(default=False, flags=("--offload",), help=OFFLOAD_HELP),
+    "decode_chunk": dict(default=None, flags=("--decode-chunk",), min=1, help=DECODE_HELP),
+    "progress": dict(default=True, help=_PROGRESS_HELP),
+}
+
+
+def _backbone_option(name: str, **override):
+    """A new typer.Option for backbone option `name` (each command gets its own), `override` replacing its arguments."""
+    spec = {**_BACKBONE_OPTIONS[name], **override}
+    return typer.Option(spec.pop("default"), *spec.pop("flags", ()), **spec)
 
 
 def config_options(config_cls) -> list[inspect.Parameter]:
@@ -155,20 +171,14 @@ def train(*, out: Path, resume: bool, overwrite: bool, progress: bool, processes
     import contextlib
 
     from jsbench.distributed import get_context
-    from jsbench.workspace import clear_run, output_lock, refuse_existing_policy
+    from jsbench.workspace import clear_run, output_lock, refuse_to_replace
 
-    def refuse_to_replace():
-        if not resume:
-            refuse_existing_policy(out, overwrite)
-            if (out / "checkpoint.pt").exists() and not overwrite:
-                raise JsbenchError(f"{out} already holds a run; pass --resume to continue it, --overwrite to replace it, or choose another --out")
-
-    refuse_to_replace()  # before the lock: a refused folder is left exactly as it was
+    refuse_to_replace(out, resume, overwrite)  # before the lock: a refused folder is left exactly as it was
     from jsbench.progress import quiet_model_loading
 
     quiet_model_loading(show_bars=progress)
     with output_lock(out, "jsbench train") if get_context().is_main else contextlib.nullcontext():  # rank 0 writes OUT
-        refuse_to_replace()  # again, now that no other run can write OUT
+        refuse_to_replace(out, resume, overwrite)  # again, now that no other run can write OUT
         trainer = Trainer(config, out)
         if resume:
             trainer.resume()
@@ -186,9 +196,9 @@ app.command()(train)
 
 @app.command("eval")
 def eval_(
-    suite: str = typer.Option("geneval", help="Suite: geneval, ocr, hpdv2."),
+    suite: str = typer.Option("geneval", help=f"Suite: {', '.join(declared_suites())}."),
     backbone: str = typer.Option("analytic", help="Backbone name."),
-    model: Optional[str] = typer.Option(None, help="Hub id or local folder of the backbone's weights."),
+    model: Optional[str] = _backbone_option("model"),
     steps: int = typer.Option(5, help="Step budget."),
     schedule: str = typer.Option("default", help="default | ceiling | uniform | shift:S | policy:PATH | karras[:RHO] | exponential | beta[:A,B] | ays | oss[:M] | searched | file:PATH (oss and searched are computed once on the training prompts and cached under schedules/)."),
     seeds: int = typer.Option(16, help="Images (seeds) per prompt."),
@@ -196,12 +206,12 @@ def eval_(
     metadata: Optional[Path] = typer.Option(None, help="GenEval evaluation_metadata.jsonl to evaluate instead of the suite's test prompts (--suite geneval; on analytic, prompts the world draws)."),
     prompts_file: Optional[Path] = typer.Option(None, "--prompts-file", help="UTF-8 text file, one prompt of the suite a line: evaluate these instead of --split."),
     out: Path = typer.Option(Path("results/records.jsonl"), help="Records file (JSONL, appended atomically)."),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Images sampled per batch (default: the backbone's eval batch)."),
-    device: Optional[str] = typer.Option(None, help=_DEVICE_HELP),
-    dtype: Optional[str] = typer.Option(None, help=_DTYPE_HELP),
-    offload: bool = typer.Option(False, "--offload", help=_OFFLOAD_HELP),
-    decode_chunk: Optional[int] = typer.Option(None, "--decode-chunk", min=1, help=_DECODE_HELP),
-    progress: bool = typer.Option(True, help=_PROGRESS_HELP),
+    batch_size: Optional[int] = _backbone_option("batch_size"),
+    device: Optional[str] = _backbone_option("device"),
+    dtype: Optional[str] = _backbone_option("dtype"),
+    offload: bool = _backbone_option("offload"),
+    decode_chunk: Optional[int] = _backbone_option("decode_chunk"),
+    progress: bool = _backbone_option("progress"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP),
     processes: int = typer.Option(1, "--processes", min=1, help="Shard the prompts over N local processes (runs torchrun; needs accelerate); records are gathered and written once."),
 ):
@@ -213,13 +223,10 @@ def eval_(
     from jsbench.devices import pick_device
     from jsbench.distributed import get_context
     from jsbench.evaluate import items_for_prompts, read_prompts_file, resolve_schedule
-    from jsbench.runs import run_eval
+    from jsbench.runs import run_eval, validate_eval_options
     from jsbench.suites import load_suite
 
-    if split not in ("test", "train", "all"):
-        raise JsbenchError(f"unknown split {split!r}: use test, train or all")
-    if metadata is not None and suite != "geneval":
-        raise JsbenchError(f"--metadata is GenEval's evaluation_metadata.jsonl; it applies to --suite geneval, not {suite!r}")
+    validate_eval_options(split, suite, metadata)  # refused before any weights load
     prompt_list = read_prompts_file(prompts_file) if prompts_file is not None else None  # refuse before loading weights
     ctx = get_context()
     bb = _backbone(backbone, model, pick_device(device, dist=ctx), dtype, offload, decode_chunk, progress)  # one accelerator per process
@@ -242,7 +249,7 @@ def compare(
     ctx: typer.Context,
     suite: str = typer.Option("geneval", help="Suite to compare on."),
     backbone: str = typer.Option("analytic", help="Backbone name."),
-    model: Optional[str] = typer.Option(None, help="Hub id or local folder of the backbone's weights."),
+    model: Optional[str] = _backbone_option("model"),
     steps: List[int] = typer.Option([3, 5], help="Step budgets (repeat the option for several)."),
     seeds: int = typer.Option(16, help="Images (seeds) per prompt."),
     policies: Optional[Path] = typer.Option(None, help="Folder of policies, <backbone>/<name>/ inside (default: policies/ of the project root, " + _ROOT_HELP + ")."),
@@ -257,12 +264,12 @@ def compare(
     strict: bool = typer.Option(False, help="With --check: a committed row this run does not produce (missing) fails the check too."),
     plots: bool = typer.Option(True, help="Write schedule, image-grid and training-curve figures beside the tables (with --check --report: into figures/ beside the first report)."),
     tolerance: float = typer.Option(2.0, help="With --check: allowed drop, in standard errors of the paired difference (same prompts and seeds)."),
-    device: Optional[str] = typer.Option(None, help=_DEVICE_HELP),
-    batch_size: Optional[int] = typer.Option(None, "--batch-size", min=1, help="Images sampled per batch (default: each backbone's eval batch)."),
-    dtype: Optional[str] = typer.Option(None, help=_DTYPE_HELP),
-    offload: bool = typer.Option(False, "--offload", help=_OFFLOAD_HELP),
-    decode_chunk: Optional[int] = typer.Option(None, "--decode-chunk", min=1, help=_DECODE_HELP),
-    progress: bool = typer.Option(True, help=_PROGRESS_HELP),
+    device: Optional[str] = _backbone_option("device"),
+    batch_size: Optional[int] = _backbone_option("batch_size", help="Images sampled per batch (default: each backbone's eval batch)."),
+    dtype: Optional[str] = _backbone_option("dtype"),
+    offload: bool = _backbone_option("offload"),
+    decode_chunk: Optional[int] = _backbone_option("decode_chunk"),
+    progress: bool = _backbone_option("progress"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP),
     tasks: bool = typer.Option(False, "--tasks", help="Add a column per task to the terminal table (wide: more than 80 columns)."),
 ):
@@ -281,7 +288,11 @@ def compare(
         return
     from jsbench.zoo import parse_zoo
 
-    validate_compare_options(check, strict, list(report), leaderboards, suite)  # refused before any weights load
+    from jsbench.backbones import backbone_class
+
+    # refused before any weights load; the check's scope by the backbone's name (its class's) and the budgets
+    validate_compare_options(check, strict, list(report), leaderboards, suite, tolerance=tolerance,
+                             backbone_name=getattr(backbone_class(backbone), "name", backbone), steps_list=list(steps))
     zoo_specs = parse_zoo(zoo)
     bb = _backbone(backbone, model, device, dtype, offload, decode_chunk, progress)
     s = load_suite(suite, bb)
@@ -319,24 +330,18 @@ def compare(
 
 def _compare_all(ctx: typer.Context, command, recipe: Path, **resolved) -> None:
     """`compare --all`: each recipe run in turn, with the other options of this command line."""
-    from jsbench.compare import compare_command, read_recipe
+    from jsbench.compare import PER_RUN_OPTIONS, read_recipe, recipe_run_command, recipe_run_options, validate_all_options
 
     try:
         from typer._click.core import ParameterSource
     except ImportError:  # typer on the click package
         from click.core import ParameterSource
-    per_run = ("suite", "backbone", "model", "steps", "seeds", "schedule", "distilled", "zoo")
-    given = [n for n in per_run if ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE]
-    if given:
-        raise JsbenchError(f"--all takes --{given[0]} and the other per-run options from the recipe; drop --{given[0]} or run without --all")
-    if ctx.params.get("report"):
-        raise JsbenchError("--report writes the check of one run; with --all, check each recipe run with its own command and --report")
+    validate_all_options([n for n in PER_RUN_OPTIONS if ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE], ctx.params.get("report"))
     codes = []
     for run in read_recipe(recipe):
-        err.print(f"[bold]{compare_command(run['suite'], run['backbone'], run['steps'], run['model'], run['seeds'], run['schedule'], run['distilled'])}[/]", highlight=False, soft_wrap=True)
+        err.print(f"[bold]{recipe_run_command(run)}[/]", highlight=False, soft_wrap=True)
         try:
-            options = {k: run[k] for k in per_run if run[k] is not None or k == "model"}  # unset zoo: compare's default
-            command(ctx, **{**ctx.params, **resolved, **options, "all_": False})
+            command(ctx, **{**ctx.params, **resolved, **recipe_run_options(run), "all_": False})
             codes.append(0)
         except typer.Exit as exc:
             codes.append(exc.exit_code)
@@ -358,7 +363,9 @@ def prompts(
 
     if fmt not in ("tsv", "jsonl"):
         raise JsbenchError(f"unknown --format {fmt!r}: use tsv or jsonl")
-    s = load_suite(suite, _listing_backbone(backbone))
+    from jsbench.backbones import listing_backbone
+
+    s = load_suite(suite, listing_backbone(backbone) or _backbone(backbone, None, None))  # no weights where the class says enough
     items = s.items(split)
     if fmt == "jsonl":
         sys.stdout.write("".join(json.dumps(it.metadata if it.metadata else {"tag": it.task, "prompt": it.prompt}) + "\n" for it in items))
@@ -367,31 +374,16 @@ def prompts(
         typer.echo(f"{it.task}\t{it.prompt}")
 
 
-def _listing_backbone(name: str):
-    """What a suite needs to list a real backbone's prompts: its name, read from its class without building
-    it (no weights). A backbone that draws an embedded world (its prompts may be its own) or whose class
-    is unknown is loaded: the embedded worlds are small."""
-    from types import SimpleNamespace
-
-    from jsbench.backbones import backbone_class
-
-    cls = backbone_class(name)
-    if cls is None or cls.draws_embedded_world:
-        return _backbone(name, None, None)
-    return SimpleNamespace(name=name, model_id=cls.default_model_id, device=None, draws_embedded_world=False,
-                           geneval_world=cls.geneval_world)
-
-
 @schedules_app.command("plot")
 def schedules_plot(
     schedule: List[str] = typer.Option(["default"], help="Schedule sources to plot (default, policy:PATH, shift:S, ...); repeat."),
     suite: str = typer.Option("geneval", help="Suite whose held-out prompts are plotted (one per task)."),
     backbone: str = typer.Option("analytic", help="Backbone name."),
-    model: Optional[str] = typer.Option(None, help="Hub id or local folder of the backbone's weights."),
+    model: Optional[str] = _backbone_option("model"),
     steps: int = typer.Option(5, help="Step budget of the plotted schedules (a policy must be trained for it)."),
     seeds: int = typer.Option(4, help="Seeds per prompt for the spread panel."),
     out: Path = typer.Option(Path("figures"), help="Output folder for schedules.png and images.png."),
-    device: Optional[str] = typer.Option(None, help=_DEVICE_HELP),
+    device: Optional[str] = _backbone_option("device"),
 ):
     """Plot schedules (per prompt, and their spread over prompts x seeds) and an image grid per source."""
     from jsbench.evaluate import resolve_schedule
@@ -417,17 +409,11 @@ def policies_list(
 ):
     """Every policy under ROOT with its backbone, steps, kind, baseline and reward."""
     from jsbench import tables
-    from jsbench.policy import read_manifest
+    from jsbench.policy import list_policies
     from jsbench.workspace import display_path, project_dir
 
     root = root or project_dir("policies")
-    if not root.is_dir():
-        raise JsbenchError(f"no policies folder at {root}; pass --root FOLDER")
-    rows = []
-    for manifest in sorted(root.rglob("manifest.json")):
-        m = read_manifest(manifest.parent)
-        rows.append({"path": display_path(manifest.parent), "backbone": m.get("backbone"), "steps": m.get("steps"), "kind": m.get("kind"),
-                     "baseline": m.get("baseline"), "reward": m.get("reward"), "checksum": m.get("checksum"), "_short": manifest.parent.relative_to(root)})
+    rows = list_policies(root)
     if fmt != OutputFormat.table:
         sys.stdout.write(tables.rows_text(fmt.value, tables.POLICY_COLUMNS, rows))
         return

@@ -218,6 +218,23 @@ def read_manifest(directory: str | Path) -> dict:
         raise PolicyError(f"corrupt policy manifest {path}: {exc.__class__.__name__}") from None
 
 
+def list_policies(root: str | Path) -> list[dict]:
+    """Every policy under `root` (each folder holding a manifest.json), sorted by path: its `path` as a user
+    can pass it back, backbone, steps, kind, baseline, reward and checksum from the manifest (None where it has
+    none), and `_short`, the folder relative to `root`. Refuses a `root` that is not a folder."""
+    from jsbench.workspace import display_path
+
+    root = Path(root)
+    if not root.is_dir():
+        raise PolicyError(f"no policies folder at {root}; pass --root FOLDER")
+    rows = []
+    for manifest in sorted(root.rglob("manifest.json")):
+        m = read_manifest(manifest.parent)
+        rows.append({"path": display_path(manifest.parent), "backbone": m.get("backbone"), "steps": m.get("steps"), "kind": m.get("kind"),
+                     "baseline": m.get("baseline"), "reward": m.get("reward"), "checksum": m.get("checksum"), "_short": manifest.parent.relative_to(root)})
+    return rows
+
+
 def load_policy(directory: str | Path, backbone=None, steps: int | None = None, device=None) -> tuple[SchedulePolicy, dict]:
     """Load a saved policy, verifying its checksum and, if given, that it fits the backbone and budget.
 

@@ -60,6 +60,17 @@ def refuse_existing_policy(folder: str | Path, overwrite: bool) -> None:
         )
 
 
+def refuse_to_replace(folder: str | Path, resume: bool, overwrite: bool) -> None:
+    """`train`'s rule for an --out folder that holds something: a policy or a run (its checkpoint) is kept
+    unless --resume continues the run or --overwrite replaces it. Checked before the folder is locked (a
+    refused folder is left exactly as it was) and again once no other run can write it."""
+    if resume:
+        return
+    refuse_existing_policy(folder, overwrite)
+    if (Path(folder) / "checkpoint.pt").exists() and not overwrite:
+        raise JsbenchError(f"{folder} already holds a run; pass --resume to continue it, --overwrite to replace it, or choose another --out")
+
+
 @contextlib.contextmanager
 def output_lock(folder: str | Path, what: str = "run"):
     """Hold an exclusive lock on `folder` for the block; refuse at once if another process holds it."""

@@ -5,13 +5,22 @@ A suite is one module that calls `register_suite("name")` on a factory `factory(
 
 from __future__ import annotations
 
-from typing import Callable
-
 from jsbench import JsbenchError
 from jsbench.registry import Registry
-from jsbench.suites.base import EvalItem, Suite, TaskMetric, aggregate_by_task
 
-__all__ = ["Suite", "EvalItem", "TaskMetric", "aggregate_by_task", "register_suite", "load_suite", "available_suites", "UnknownSuite"]
+__all__ = ["Suite", "EvalItem", "TaskMetric", "aggregate_by_task", "register_suite", "load_suite", "available_suites",
+           "declared_suites", "UnknownSuite"]
+_BASE_NAMES = ("Suite", "EvalItem", "TaskMetric", "aggregate_by_task")
+
+
+def __getattr__(name: str):
+    """The suites' types (suites/base.py, which needs torch) on first use, so importing this package to name
+    the suites (`declared_suites`, for the CLI's --help) imports no model library."""
+    if name in _BASE_NAMES:
+        import importlib
+
+        return getattr(importlib.import_module("jsbench.suites.base"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class UnknownSuite(JsbenchError):
@@ -26,6 +35,12 @@ _MODULES: dict[str, str] = {"geneval": "jsbench.suites.geneval", "ocr": "jsbench
 _REGISTRY = Registry("suite", UnknownSuite, _MODULES, package="jsbench.suites")
 register_suite = _REGISTRY.register
 available_suites = _REGISTRY.names
+
+
+def declared_suites() -> tuple[str, ...]:
+    """The suites declared above (name -> module), in order, read without importing any of them; a suite
+    found only by scanning the package is in `available_suites()`, which imports them all."""
+    return tuple(_MODULES)
 
 
 def load_suite(name: str, backbone=None, **options) -> Suite:
