@@ -5,16 +5,20 @@ default_steps, ceiling_steps, draws_embedded_world, ...; a diffusers adapter inh
 that calls `register("name")` on a factory `factory(model: str | None, device: str | None) -> TheClass` (the
 annotation lets `backbone_class` read the class without weights), plus its line in `_MODULES` below. A
 factory that also takes `dtype`, `offload` and `decode_chunk` keywords gets the CLI's
---dtype/--offload/--decode-chunk (the diffusers backbones do).
+--dtype/--offload/--decode-chunk (the diffusers backbones do). `load_backbone` refuses a backbone that lacks
+any protocol attribute or call (`IncompleteBackbone`, naming them). A diffusers adapter may also declare the
+harness's sizes: `tiny_sampling` with a `tiny_pipeline` classmethod (its tiny test pipeline) and `full_size`
+(its published network, for FLOP estimates).
 """
 
 from __future__ import annotations
 
 from jsbench import JsbenchError
-from jsbench.backbones.base import Backbone, Condition
+from jsbench.backbones.base import Backbone, Condition, missing_protocol_attrs
 from jsbench.registry import Registry
 
-__all__ = ["Backbone", "Condition", "register", "load_backbone", "available_backbones", "UnknownBackbone", "parse_dtype"]
+__all__ = ["Backbone", "Condition", "register", "load_backbone", "available_backbones", "UnknownBackbone", "IncompleteBackbone",
+           "parse_dtype"]
 
 # name -> module that registers it; imported lazily so `analytic` never pays for diffusers.
 _MODULES = {
@@ -35,6 +39,10 @@ _MODULES = {
 
 class UnknownBackbone(JsbenchError):
     pass
+
+
+class IncompleteBackbone(JsbenchError):
+    """A registered backbone that lacks an attribute or call of the Backbone protocol (refused when loaded)."""
 
 
 _REGISTRY = Registry("backbone", UnknownBackbone, _MODULES)
@@ -80,7 +88,14 @@ def load_backbone(
             raise UnknownBackbone(f"backbone {name!r} has no {flag} option (it runs in its own dtype and memory)")
     if decode_chunk is not None and decode_chunk < 1:
         raise UnknownBackbone(f"--decode-chunk must be at least 1, got {decode_chunk}")
-    return factory(model=model, device=device, **options)
+    backbone = factory(model=model, device=device, **options)
+    missing = missing_protocol_attrs(backbone)
+    if missing:
+        raise IncompleteBackbone(
+            f"backbone {name!r} ({type(backbone).__name__}) does not declare {', '.join(missing)}, which the Backbone "
+            "protocol asks of every backbone (see jsbench/backbones/base.py)"
+        )
+    return backbone
 
 
 def backbone_class(name: str) -> type | None:
@@ -93,6 +108,13 @@ def backbone_class(name: str) -> type | None:
     except (NameError, TypeError, ValueError, SyntaxError):
         return None
     return annotation if isinstance(annotation, type) else None
+
+
+def backbones_in_order() -> list[str]:
+    """Every registered backbone name in the order `_MODULES` declares them, then any registered elsewhere
+    (`available_backbones` sorts them): the order derived tables (tiny pipelines, full-size sizes) keep."""
+    names = available_backbones()
+    return [n for n in _MODULES if n in names] + [n for n in names if n not in _MODULES]
 
 
 def listing_backbone(name: str):
