@@ -33,56 +33,21 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jsbench.backbones import backbone_class, load_backbone  # noqa: E402
+from jsbench.backbones import backbone_class, backbones_in_order, load_backbone  # noqa: E402
 from jsbench.backbones.tiny import TINY_KINDS, save_tiny_pipeline  # noqa: E402
 from jsbench.io import write_result  # noqa: E402
 from jsbench.policy_features import full_size_config  # noqa: E402
 from jsbench.schedule import floor_increments, increments_from_sigmas, sigmas_from_increments  # noqa: E402
 
 # Published configs of the full-size networks (the models' transformer/unet config.json), used only on
-# the meta device for FLOP counts. `cfg_batch` is 2 where classifier-free guidance doubles the batch.
-# `clip_len`: CLIP tokens in the text sequence. What the adapter classes declare (default steps, T5 length,
-# default image size, hence the latent grid) is read from them: `full_size(kind)`.
+# the meta device for FLOP counts: each adapter class's `full_size` (network class, config, latent channels,
+# `clip_len` CLIP tokens in the text sequence, text and pooled widths, `cfg_batch` 2 where classifier-free
+# guidance doubles the batch), for every backbone whose own class sets it, in the registry's order. What else
+# the class declares (default steps, T5 length, default image size, hence the latent grid): `full_size(kind)`.
 FULL_SIZE = {
-    "sdxl": {
-        "cls": "UNet2DConditionModel",
-        "config": dict(
-            sample_size=128, in_channels=4, out_channels=4, layers_per_block=2,
-            block_out_channels=(320, 640, 1280), down_block_types=("DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"),
-            up_block_types=("CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"), transformer_layers_per_block=(1, 2, 10),
-            attention_head_dim=(5, 10, 20), cross_attention_dim=2048, use_linear_projection=True,
-            addition_embed_type="text_time", addition_time_embed_dim=256, projection_class_embeddings_input_dim=2816,
-        ),
-        "latent_channels": 4, "clip_len": 77, "text_dim": 2048, "pooled": 1280, "cfg_batch": 2,
-    },
-    "sd35": {  # SD3.5 Medium (MMDiT-X)
-        "cls": "SD3Transformer2DModel",
-        "config": dict(
-            sample_size=128, patch_size=2, in_channels=16, out_channels=16, num_layers=24, attention_head_dim=64,
-            num_attention_heads=24, joint_attention_dim=4096, caption_projection_dim=1536, pooled_projection_dim=2048,
-            pos_embed_max_size=384, qk_norm="rms_norm", dual_attention_layers=tuple(range(13)),
-        ),
-        "latent_channels": 16, "clip_len": 77, "text_dim": 4096, "pooled": 2048, "cfg_batch": 2,
-    },
-    "sd35-large": {
-        "cls": "SD3Transformer2DModel",
-        "config": dict(
-            sample_size=128, patch_size=2, in_channels=16, out_channels=16, num_layers=38, attention_head_dim=64,
-            num_attention_heads=38, joint_attention_dim=4096, caption_projection_dim=2432, pooled_projection_dim=2048,
-            pos_embed_max_size=192, qk_norm="rms_norm",
-        ),
-        "latent_channels": 16, "clip_len": 77, "text_dim": 4096, "pooled": 2048, "cfg_batch": 2,
-    },
-    "flux-dev": {
-        "cls": "FluxTransformer2DModel",
-        "config": dict(guidance_embeds=True),
-        "latent_channels": 16, "clip_len": 0, "text_dim": 4096, "pooled": 768, "cfg_batch": 1,
-    },
-    "flux-schnell": {
-        "cls": "FluxTransformer2DModel",
-        "config": dict(guidance_embeds=False),
-        "latent_channels": 16, "clip_len": 0, "text_dim": 4096, "pooled": 768, "cfg_batch": 1,
-    },
+    name: cls.full_size
+    for name, cls in ((n, backbone_class(n)) for n in backbones_in_order())
+    if cls is not None and cls.__dict__.get("full_size") is not None
 }
 
 
@@ -95,8 +60,8 @@ def full_size(kind: str) -> dict:
     side = cls.default_image_size // 8
     c = spec["latent_channels"]
     spec["default_steps"] = cls.default_steps
-    spec["text_len"] = spec["clip_len"] + int(getattr(cls, "max_sequence_length", 0))
-    spec["latent"] = ((side // 2) ** 2, 4 * c) if spec["cls"] == "FluxTransformer2DModel" else (c, side, side)
+    spec["text_len"] = spec["clip_len"] + int(cls.max_sequence_length)
+    spec["latent"] = ((side // 2) ** 2, 4 * c) if spec["network"] == "FluxTransformer2DModel" else (c, side, side)
     return spec
 
 
@@ -115,14 +80,14 @@ def backbone_step_flops(kind: str) -> tuple[int, int]:
     spec = full_size(kind)
     B = spec["cfg_batch"]
     with torch.device("meta"):
-        net = getattr(diffusers, spec["cls"])(**spec["config"])
+        net = getattr(diffusers, spec["network"])(**spec["config"])
         params = sum(p.numel() for p in net.parameters())
         T, D = spec["text_len"], spec["text_dim"]
-        if spec["cls"] == "UNet2DConditionModel":
+        if spec["network"] == "UNet2DConditionModel":
             args = (torch.empty(B, *spec["latent"]), torch.empty(B))
             kw = dict(encoder_hidden_states=torch.empty(B, T, D),
                       added_cond_kwargs={"text_embeds": torch.empty(B, spec["pooled"]), "time_ids": torch.empty(B, 6)})
-        elif spec["cls"] == "SD3Transformer2DModel":
+        elif spec["network"] == "SD3Transformer2DModel":
             args = ()
             kw = dict(hidden_states=torch.empty(B, *spec["latent"]), timestep=torch.empty(B),
                       encoder_hidden_states=torch.empty(B, T, D), pooled_projections=torch.empty(B, spec["pooled"]))
@@ -190,7 +155,7 @@ def _per_row_schedules(default: torch.Tensor, seed: int = 0) -> torch.Tensor:
 
 def bench_one(kind: str, folder: Path, batch: int, steps: int, repeats: int, naive: bool) -> dict:
     bb = load_backbone(kind, model=str(folder), device="cpu")
-    n = min(steps, bb.default_steps) if kind == "flux-schnell" else steps
+    n = min(steps, bb.default_steps) if bb.timestep_distilled else steps  # a few-step sampler: at most its own steps
     prompts = [f"prompt number {i}: a red cat next to a blue car" for i in range(batch)]
     x = bb.initial_noise(list(range(batch)))
     cond = bb.encode(prompts)
@@ -261,7 +226,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kinds", nargs="+", default=list(TINY_KINDS), choices=list(TINY_KINDS))
     ap.add_argument("--batch", type=int, default=8)
-    ap.add_argument("--steps", type=int, default=8, help="steps per call (flux-schnell: at most its default 4)")
+    ap.add_argument("--steps", type=int, default=8, help="steps per call (a timestep-distilled sampler, flux-schnell: at most its default 4)")
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: least noise on a shared CPU)")
     ap.add_argument("--no-naive", action="store_true", help="skip the one-pipeline-call-per-row comparison")
@@ -281,7 +246,7 @@ def main(argv=None) -> int:
 
     full = []
     if not args.no_flops:
-        for kind in ["sdxl", "sd35", "sd35-large", "flux-dev", "flux-schnell"]:
+        for kind in FULL_SIZE:
             step_flops, net_params = backbone_step_flops(kind)
             steps = full_size(kind)["default_steps"]
             pol_flops, pol_params = full_size_policy(kind, steps)

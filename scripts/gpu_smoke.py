@@ -184,8 +184,9 @@ def train_eval_cost(kind: str, folder: str, device, dtype, steps: int, out: Path
 
     bb = load_backbone(kind, model=folder, device=str(device), dtype=dtype)
     row: dict = {"latent_shape": list(bb.latent_shape), "resolution": [bb.height, bb.width], "steps": steps, "decode_chunk": bb.decode_chunk}
-    if hasattr(bb, "_mu") and bb._mu() is not None:
-        row["mu"] = round(bb._mu(), 6)
+    mu = bb.shift_mu()  # Flux-Dev's resolution-dependent shift; None where the shift is static
+    if mu is not None:
+        row["mu"] = round(mu, 6)
     B, K = 4, 4
     config = TrainConfig(backbone=kind, model=folder, steps=steps, suite="smoke", reward="smoke", iters=3, contexts=B, samples=K,
                          seed=0, checkpoint_every=3, baseline="js", batch_size=8)

@@ -236,3 +236,34 @@ def test_load_backbone_refuses_a_backbone_missing_protocol_attributes_in_one_lin
     # every attribute and call the protocol declares is checked, and a complete backbone passes
     assert {"clock_kind", "velocity", "sample", "encode", "pooled_dim", "device"} <= set(PROTOCOL_ATTRS)
     assert missing_protocol_attrs(load_backbone("analytic")) == []
+
+
+# ---- sizes the harness reads live on the adapter classes --------------------------------------------------
+
+
+def test_tiny_kinds_are_the_classes_that_declare_a_tiny_pipeline_in_registry_order():
+    from jsbench.backbones.tiny import REAL_LATENT_SAMPLING, TINY_KINDS, TINY_SAMPLING
+
+    # the kinds, order and sizes of the table tiny.py held before the adapters declared them
+    assert TINY_KINDS == ("sdxl", "sd35", "flux-dev", "flux-schnell")
+    small = {"height": 32, "width": 32}
+    assert TINY_SAMPLING == {"sdxl": small, "sd35": {**small, "max_sequence_length": 64},
+                             "flux-dev": {**small, "max_sequence_length": 64}, "flux-schnell": {**small, "max_sequence_length": 64}}
+    assert all(REAL_LATENT_SAMPLING[k]["height"] == 256 for k in TINY_KINDS)
+    for name in available_backbones():
+        cls = backbone_class(name)
+        own = cls.__dict__.get("tiny_sampling") is not None
+        assert own == (name in TINY_KINDS), name  # sd35-medium/-large and scenes-dit inherit SD3.5's: not tiny kinds
+        if own:
+            assert callable(cls.tiny_pipeline)
+
+
+def test_full_size_networks_and_text_lengths_are_declared_by_the_classes():
+    counted = [n for n in available_backbones() if backbone_class(n).__dict__.get("full_size") is not None]
+    assert sorted(counted) == sorted(["sdxl", "sd35", "sd35-large", "flux-dev", "flux-schnell"])
+    for name in counted:
+        spec = backbone_class(name).full_size
+        assert {"network", "config", "latent_channels", "clip_len", "text_dim", "pooled", "cfg_batch"} <= set(spec)
+    # T5 tokens per prompt (0: no T5) and the few-step sampler, formerly read with getattr / by name
+    assert [backbone_class(n).max_sequence_length for n in ("sdxl", "sd35", "flux-dev", "flux-schnell")] == [0, 256, 512, 256]
+    assert [n for n in counted if backbone_class(n).timestep_distilled] == ["flux-schnell"]

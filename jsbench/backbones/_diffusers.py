@@ -259,6 +259,18 @@ class DiffusersBackbone:
     velocity_dtype = None
     ays_schedule = None  # no Align Your Steps schedule in diffusers' AysSchedules (SD-XL sets its key)
     # clock_kind: each subclass declares its own ("flow": FlowMatchBackbone, "discrete": SD-XL)
+    # Sizes outside the protocol, read by the test and bench harness (`jsbench.backbones.tiny`, scripts/):
+    #: the sampling settings (height, width, T5 length) of the adapter's tiny pipeline, written to its jsbench.json.
+    #: A backbone has a tiny pipeline (a `tiny_pipeline` classmethod) when its OWN class body sets this (a subclass
+    #: that only inherits it, sd35-large, scenes-dit, is the same pipeline, not another tiny kind).
+    tiny_sampling: dict | None = None
+    #: the full-size network for FLOP estimates on the meta device (scripts/bench_backbones.py): its diffusers class
+    #: ("network") and published config.json ("config"), latent channels, CLIP tokens in the text sequence
+    #: ("clip_len"), text width ("text_dim"), pooled width ("pooled") and rows per network call per image
+    #: ("cfg_batch": 2 under classifier-free guidance). Counted where the class's own body sets it.
+    full_size: dict | None = None
+    timestep_distilled: bool = False  # a few-step sampler (Flux-Schnell): benchmarks run it at most at default_steps
+    max_sequence_length: int = 0  # T5 tokens of the text sequence (0: no T5, SD-XL; FlowMatchBackbone sets its own)
 
     def __init__(
         self, model: str | None = None, device: str | torch.device | None = None, dtype: torch.dtype | None = None,
@@ -282,7 +294,7 @@ class DiffusersBackbone:
         h, w = self._default_resolution()
         self.height = int(extras.get("height", h))
         self.width = int(extras.get("width", w))
-        self.max_sequence_length = int(extras.get("max_sequence_length", getattr(self, "max_sequence_length", 0)))
+        self.max_sequence_length = int(extras.get("max_sequence_length", self.max_sequence_length))
         self.guidance_scale = float(extras.get("guidance_scale", self.default_guidance))
         for module in self._networks():
             module.requires_grad_(False)
@@ -291,6 +303,11 @@ class DiffusersBackbone:
     # ---- hooks --------------------------------------------------------------------------------------
     def _default_resolution(self) -> tuple[int, int]:
         raise NotImplementedError
+
+    def shift_mu(self) -> float | None:
+        """The resolution-dependent shift mu the scheduler applies at the current size (Flux-Dev's dynamic
+        shifting), None where its shift is static or there is none."""
+        return None
 
     def _networks(self) -> list[torch.nn.Module]:
         return [m for m in self.pipe.components.values() if isinstance(m, torch.nn.Module)]
@@ -413,6 +430,9 @@ class FlowMatchBackbone(DiffusersBackbone):
         )
 
     _default_max_shift = 1.15
+
+    def shift_mu(self) -> float | None:
+        return self._mu()
 
     def _fresh_scheduler(self):
         from diffusers import FlowMatchEulerDiscreteScheduler

@@ -169,6 +169,11 @@ class FluxDevBackbone(FluxBackbone):
     default_guidance = 3.5
     max_sequence_length = 512
     tiny_guidance_embeds = True
+    tiny_sampling = {"height": 32, "width": 32, "max_sequence_length": 64}
+    full_size = {  # FLUX.1-dev transformer/config.json (diffusers' FluxTransformer2DModel defaults)
+        "network": "FluxTransformer2DModel", "config": dict(guidance_embeds=True),
+        "latent_channels": 16, "clip_len": 0, "text_dim": 4096, "pooled": 768, "cfg_batch": 1,
+    }
 
     @classmethod
     def tiny_scheduler(cls, mu_tokens: int | None = None):
@@ -197,6 +202,12 @@ class FluxSchnellBackbone(FluxBackbone):
     default_steps = 4
     default_guidance = 0.0
     max_sequence_length = 256
+    timestep_distilled = True
+    tiny_sampling = {"height": 32, "width": 32, "max_sequence_length": 64}
+    full_size = {  # FLUX.1-schnell transformer/config.json: Flux-Dev's without the guidance embedding
+        "network": "FluxTransformer2DModel", "config": dict(guidance_embeds=False),
+        "latent_channels": 16, "clip_len": 0, "text_dim": 4096, "pooled": 768, "cfg_batch": 1,
+    }
 
     @classmethod
     def tiny_scheduler(cls, mu_tokens: int | None = None):

@@ -37,6 +37,7 @@ class ScenesDiTBackbone(SD35Backbone):
     # the many-step reference of `ceiling` rows: converged (see the quality table in the README) at a
     # quarter of the 200 steps the closed-form world uses, which a CPU could not afford here
     ceiling_steps = 50
+    full_size = None  # it IS its full size (a few million parameters): no estimate of a published network
     weights_hint = "restore the shipped folder with `git checkout -- jsbench/backbones/weights` or retrain it with `python scripts/train_scene_backbone.py`"
 
     def __init__(self, model: str | None = None, device=None, dtype=None, **options):

@@ -34,6 +34,16 @@ class SD35Backbone(FlowMatchBackbone):
     default_guidance = 7.0
     max_sequence_length = 256
     _default_max_shift = 1.16  # SD3's fallback in calculate_shift (Flux's is 1.15)
+    tiny_sampling = {"height": 32, "width": 32, "max_sequence_length": 64}
+    full_size = {  # SD3.5 Medium (MMDiT-X) transformer/config.json
+        "network": "SD3Transformer2DModel",
+        "config": dict(
+            sample_size=128, patch_size=2, in_channels=16, out_channels=16, num_layers=24, attention_head_dim=64,
+            num_attention_heads=24, joint_attention_dim=4096, caption_projection_dim=1536, pooled_projection_dim=2048,
+            pos_embed_max_size=384, qk_norm="rms_norm", dual_attention_layers=tuple(range(13)),
+        ),
+        "latent_channels": 16, "clip_len": 77, "text_dim": 4096, "pooled": 2048, "cfg_batch": 2,
+    }
     # memory (README): Medium ~16 GB of bf16 weights with T5-XXL; CFG runs every row twice
     train_batch = 16
     eval_batch = 16
@@ -161,6 +171,15 @@ class SD35LargeBackbone(SD35Backbone):
     default_model_id = "stabilityai/stable-diffusion-3.5-large"
     train_batch = 8  # ~28 GB of bf16 weights (8B MMDiT), CFG doubles every row
     eval_batch = 8
+    full_size = {  # SD3.5 Large transformer/config.json
+        "network": "SD3Transformer2DModel",
+        "config": dict(
+            sample_size=128, patch_size=2, in_channels=16, out_channels=16, num_layers=38, attention_head_dim=64,
+            num_attention_heads=38, joint_attention_dim=4096, caption_projection_dim=2432, pooled_projection_dim=2048,
+            pos_embed_max_size=192, qk_norm="rms_norm",
+        ),
+        "latent_channels": 16, "clip_len": 77, "text_dim": 4096, "pooled": 2048, "cfg_batch": 2,
+    }
 
 
 class SD35MediumBackbone(SD35Backbone):

@@ -38,6 +38,18 @@ class SDXLBackbone(DiffusersBackbone):
     pipeline_class_name = "StableDiffusionXLPipeline"
     default_steps = 50
     default_guidance = 5.0
+    tiny_sampling = {"height": 32, "width": 32}
+    full_size = {  # stabilityai/stable-diffusion-xl-base-1.0 unet/config.json
+        "network": "UNet2DConditionModel",
+        "config": dict(
+            sample_size=128, in_channels=4, out_channels=4, layers_per_block=2,
+            block_out_channels=(320, 640, 1280), down_block_types=("DownBlock2D", "CrossAttnDownBlock2D", "CrossAttnDownBlock2D"),
+            up_block_types=("CrossAttnUpBlock2D", "CrossAttnUpBlock2D", "UpBlock2D"), transformer_layers_per_block=(1, 2, 10),
+            attention_head_dim=(5, 10, 20), cross_attention_dim=2048, use_linear_projection=True,
+            addition_embed_type="text_time", addition_time_embed_dim=256, projection_class_embeddings_input_dim=2816,
+        ),
+        "latent_channels": 4, "clip_len": 77, "text_dim": 2048, "pooled": 1280, "cfg_batch": 2,
+    }
     clock_kind = "discrete"  # normalised flow time over EulerDiscreteScheduler's VE sigmas (the DiscreteClock calls below)
     ays_schedule = "StableDiffusionXLSigmas"  # diffusers' AysSchedules entry for SD-XL
     # memory (README): ~7 GB of bf16 weights; CFG runs every row twice through the UNet

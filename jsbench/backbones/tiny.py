@@ -10,8 +10,9 @@ the hub's tiny test tokenizers are not reachable. Each pipeline is written with 
 tests load it back through exactly the path users take (`load_backbone(name, model=DIR)`).
 
 Each adapter builds its own tiny pipeline (a `tiny_pipeline` classmethod next to the adapter: sdxl.py,
-sd35.py, flux.py); this module holds what they share (tokenizers, text-encoder and VAE builders), which
-backbones have one and at what size they sample (TINY_SAMPLING), and the seeding and saving around them.
+sd35.py, flux.py) and declares the size it samples at (its `tiny_sampling` class attribute); this module holds
+what they share (tokenizers, text-encoder and VAE builders), the table of those sizes derived from the classes
+(TINY_SAMPLING), and the seeding and saving around them.
 
 A `jsbench.json` next to `model_index.json` records the resolution to sample at (and the T5 length),
 since the pipelines' own defaults (1024 px, 512 T5 tokens) would make a tiny model slow for no reason.
@@ -44,15 +45,27 @@ __all__ = [
     "tiny_vae",
 ]
 
+def _tiny_sampling() -> dict[str, dict]:
+    """Backbone name -> the sampling settings of its tiny pipeline, for every registered backbone whose OWN class
+    body sets `tiny_sampling` (a subclass that inherits it, sd35-large or scenes-dit, runs the same pipeline), in
+    the registry's order. A name whose class another name already stands for (an alias) is not repeated."""
+    from jsbench.backbones import backbone_class, backbones_in_order
+
+    out: dict[str, dict] = {}
+    seen: set[type] = set()
+    for name in backbones_in_order():
+        cls = backbone_class(name)
+        if cls is None or cls in seen or cls.__dict__.get("tiny_sampling") is None:
+            continue
+        seen.add(cls)
+        out[name] = dict(cls.tiny_sampling)
+    return out
+
+
 #: the backbones with a tiny pipeline, and the resolution and T5 length each is sampled at (written to
-#: jsbench.json). A backbone's tiny pipeline is built by its adapter's `tiny_pipeline` classmethod; giving a
-#: new backbone one is that classmethod plus a line here.
-TINY_SAMPLING = {
-    "sdxl": {"height": 32, "width": 32},
-    "sd35": {"height": 32, "width": 32, "max_sequence_length": 64},
-    "flux-dev": {"height": 32, "width": 32, "max_sequence_length": 64},
-    "flux-schnell": {"height": 32, "width": 32, "max_sequence_length": 64},
-}
+#: jsbench.json): read from the adapters' `tiny_sampling`. A backbone's tiny pipeline is built by its adapter's
+#: `tiny_pipeline` classmethod; giving a new backbone one is that classmethod and that attribute in its class.
+TINY_SAMPLING = _tiny_sampling()
 
 TINY_KINDS = tuple(TINY_SAMPLING)
 
