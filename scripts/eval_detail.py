@@ -16,14 +16,13 @@ Writes JSON only when told: --write replaces bench/results/detail_policies.json,
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
 from jsbench.backbones import load_backbone
 from jsbench.evaluate import evaluate, resolve_schedule
 from jsbench.io import write_result
-from jsbench.splits import mean_stderr
+from jsbench.splits import mean_stderr, overall_of_tasks
 from jsbench.suites import load_suite
 from jsbench.world.detail import OPEN_PHRASES
 
@@ -38,8 +37,7 @@ def overall(rows: list[tuple[str, float]]) -> tuple[float, float]:
     by_task: dict[str, list[float]] = {}
     for task, v in rows:
         by_task.setdefault(task, []).append(v)
-    stats = [mean_stderr(v) for v in by_task.values()]
-    return sum(m for m, _ in stats) / len(stats), math.sqrt(sum(se * se for _, se in stats)) / len(stats)
+    return overall_of_tasks(mean_stderr(v) for v in by_task.values())
 
 
 def _in_se(mean_se) -> str:

@@ -12,12 +12,12 @@ and the share of the default-to-ceiling gap each method recovers. Prints them; w
 from __future__ import annotations
 
 import argparse
-import math
 from pathlib import Path
 
 from jsbench.backbones import load_backbone
 from jsbench.evaluate import evaluate, resolve_schedule
 from jsbench.io import write_result
+from jsbench.splits import mean_stderr, overall_of_tasks
 from jsbench.suites import load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -34,12 +34,7 @@ def task_scores(run):
 
 def overall(per_task):
     """GenEval's overall (mean of task means) and its standard error from the per-task standard errors."""
-    means, ses = [], []
-    for xs in per_task.values():
-        m = sum(xs) / len(xs)
-        means.append(m)
-        ses.append(math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1) / len(xs)))
-    return sum(means) / len(means), math.sqrt(sum(se * se for se in ses)) / len(ses)
+    return overall_of_tasks(mean_stderr(xs) for xs in per_task.values())
 
 
 def paired(a, b):

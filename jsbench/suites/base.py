@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Protocol, Sequence
 
 import torch
 
-from jsbench.splits import mean_stderr
+from jsbench.splits import mean_stderr, overall_of_tasks
 
 
 @dataclass(frozen=True)
@@ -63,8 +62,7 @@ def aggregate_by_task(scores: Sequence[dict[str, float]], items: Sequence[EvalIt
             out.append(TaskMetric(task, metric, mean, se, len(vals), n_prompts))
             task_means.append((mean, se))
         if task_means:
-            value = sum(m for m, _ in task_means) / len(task_means)
-            se = math.sqrt(sum((s if s == s else 0.0) ** 2 for _, s in task_means)) / len(task_means)
+            value, se = overall_of_tasks(task_means)
             n_images = sum(1 for s in scores if metric in s)
             out.append(TaskMetric("overall", metric, value, se, n_images, len({it.prompt for it in items})))
     return out
