@@ -47,6 +47,7 @@ from jsbench.baselines import (  # noqa: E402
     xctx_baseline,
 )
 from jsbench.io import replacing, result_target, shown_path, write_result  # noqa: E402
+from jsbench.splits import mean_stderr  # noqa: E402
 
 BASELINES = {"none": none_baseline, "rloo": rloo_baseline, "xctx": xctx_baseline, "js": js_baseline, "js-plugin": js_plugin_baseline}
 ORACLE = "plug-in, true λ"
@@ -76,11 +77,6 @@ def simulate(kind: str, ratio: float, sigma2: float, B: int, K: int, reps: int, 
     return p, r, BINARY_MEAN * (1 - BINARY_MEAN) / (1 + ratio)  # E[p(1-p)]
 
 
-def _paired(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float]:
-    d = a - b
-    return float(d.mean()), float(d.std() / math.sqrt(d.numel()))
-
-
 def mse_point(kind: str, ratio: float, sigma2: float, B: int, K: int, reps: int, gen: torch.Generator) -> dict:
     """Per-batch MSE of every baseline on the same `reps` simulated batches."""
     mu, r, s2 = simulate(kind, ratio, sigma2, B, K, reps, gen)
@@ -88,12 +84,13 @@ def mse_point(kind: str, ratio: float, sigma2: float, B: int, K: int, reps: int,
     tau2 = ratio * s2
     lam = (s2 / (K - 1)) / (s2 / (K - 1) + tau2) if s2 > 0 else 1.0
     per_batch[ORACLE] = (torch.vmap(lambda x: js_shrink(x, lam))(r) - mu).square().mean(dim=(1, 2))
+    stats = {n: mean_stderr(v) for n, v in per_batch.items()}  # v: [reps] float64
     out = {"rewards": kind, "tau2": tau2, "sigma2": s2, "ratio": ratio, "B": B, "K": K, "reps": reps, "true_lambda": lam,
-           "mse": {n: float(v.mean()) for n, v in per_batch.items()},
-           "stderr": {n: float(v.std() / math.sqrt(reps)) for n, v in per_batch.items()}}
+           "mse": {n: m for n, (m, _) in stats.items()},
+           "stderr": {n: se for n, (_, se) in stats.items()}}
     for name in ("js", "js-plugin"):
         for ref in ("rloo", "xctx"):
-            out[f"{name}_minus_{ref}"], out[f"{name}_minus_{ref}_stderr"] = _paired(per_batch[name], per_batch[ref])
+            out[f"{name}_minus_{ref}"], out[f"{name}_minus_{ref}_stderr"] = mean_stderr(per_batch[name] - per_batch[ref])  # paired
     return out
 
 
@@ -185,7 +182,7 @@ def bandit_gradient_error(B: int, K: int, reps: int, level_sd: float, seed: int)
     out = {"B": B, "K": K, "reps": reps, "level_sd": level_sd, "error": {n: float(v.mean()) for n, v in err.items()},
            "over_rloo": {n: float(v.mean() / err["rloo"].mean()) for n, v in err.items()}}
     for name in ("js", "js-plugin"):
-        d, se = _paired(err[name], err["rloo"])
+        d, se = mean_stderr(err[name] - err["rloo"])  # paired
         out[f"{name}_minus_rloo"], out[f"{name}_minus_rloo_stderr"] = d, se
     return out
 

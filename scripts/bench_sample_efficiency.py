@@ -124,6 +124,8 @@ def summarise(runs: dict, K: int, window: int, gain_frac: float = 0.9, baselines
     for b in baselines:
         vals = [r["held_out"]["value"] for r in runs[(K, b)] if r.get("held_out")]
         if vals:
+            # not splits.mean_stderr: that takes sqrt(var / n), this sd / sqrt(n), which differs in the last bit
+            # for about a third of inputs and would change the committed seed_stderr values
             m = sum(vals) / len(vals)
             sd = math.sqrt(sum((v - m) ** 2 for v in vals) / (len(vals) - 1)) if len(vals) > 1 else float("nan")
             held[b] = {"mean": m, "seed_stderr": sd / math.sqrt(len(vals)), "per_seed": vals}

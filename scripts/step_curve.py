@@ -13,7 +13,6 @@ bench/results/step-curve-<backbone>.json, --out PATH writes elsewhere.
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from pathlib import Path
 
@@ -23,6 +22,7 @@ from rich.table import Table
 
 from jsbench.backbones import load_backbone
 from jsbench.io import write_result
+from jsbench.splits import mean_stderr
 from jsbench.suites import load_suite
 from jsbench.world.calibration import score_grid
 
@@ -51,7 +51,7 @@ def main(argv=None) -> None:
         sig = backbone.default_sigmas(n, torch.zeros(1, 1)).cpu()
         correct = score_grid(backbone, suite, items, seeds, sig, chunk=args.chunk)[0]  # [P, S]
         per_prompt = correct.mean(-1)
-        stderr = float(per_prompt.std(unbiased=True) / math.sqrt(per_prompt.numel()))
+        stderr = mean_stderr(per_prompt)[1]
         rows.append({"steps": n, "correct": float(correct.mean()), "stderr": stderr, "seconds": time.perf_counter() - start,
                      "sigmas": [round(float(v), 4) for v in sig[0]]})
         console.print(f"{n:>4} steps: {rows[-1]['correct']:.3f} ± {stderr:.3f}  ({rows[-1]['seconds']:.0f} s)")

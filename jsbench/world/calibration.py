@@ -9,12 +9,12 @@ rules), on its items, so calibration and evaluation score alike.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 
 from jsbench.schedule import candidate_schedules, shifted_sigmas, uniform_sigmas  # noqa: F401 (candidate_schedules re-exported)
+from jsbench.splits import mean_stderr
 
 
 def score_grid(backbone, suite, items: list, seeds: list[int], schedules: torch.Tensor, chunk: int = 4096) -> torch.Tensor:
@@ -52,10 +52,6 @@ class BudgetRow:
     global_schedule: list[float]
 
 
-def _stderr(x: torch.Tensor) -> float:
-    return float(x.std(unbiased=True) / math.sqrt(x.numel())) if x.numel() > 1 else float("nan")
-
-
 def calibrate_budget(
     backbone, suite, items: list, steps: int, search_seeds: list[int], report_seeds: list[int], ceiling: float, candidates: dict | None = None
 ) -> BudgetRow:
@@ -70,6 +66,7 @@ def calibrate_budget(
         [score_grid(backbone, suite, [it], report_seeds, cands[int(best_per_prompt[p])][None])[0, 0].mean() for p, it in enumerate(items)]
     )
     gain = per_prompt - report_fixed[3]
+    gain_mean, gain_stderr = mean_stderr(gain)  # float32, as scored
     return BudgetRow(
         steps=steps,
         default=float(report_fixed[0].mean()),
@@ -77,8 +74,8 @@ def calibrate_budget(
         shift3=float(report_fixed[2].mean()),
         searched_global=float(report_fixed[3].mean()),
         searched_per_prompt=float(per_prompt.mean()),
-        per_prompt_gain=float(gain.mean()),
-        per_prompt_gain_stderr=_stderr(gain),
+        per_prompt_gain=gain_mean,
+        per_prompt_gain_stderr=gain_stderr,
         ceiling=ceiling,
         n_images=len(items) * len(report_seeds),
         global_schedule=[round(float(v), 4) for v in cands[best_global]],

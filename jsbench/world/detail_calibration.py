@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from jsbench.schedule import uniform_sigmas
+from jsbench.splits import mean_stderr
 from jsbench.world.detail import OPEN_PHRASES, noise_mode
 
 
@@ -46,11 +47,6 @@ def score_rows(backbone, suite, items: list, seeds: list[int], sigmas: torch.Ten
         images = backbone.sample(backbone.initial_noise(seeds[part]), backbone.encode(prompts), sigmas[part].contiguous())
         out += [float(sc[metric]) for sc in suite.score(images, items[part])]
     return torch.tensor(out)
-
-
-def _mean_se(x: torch.Tensor) -> tuple[float, float]:
-    x = x.double()
-    return float(x.mean()), (float(x.std(unbiased=True) / math.sqrt(x.numel())) if x.numel() > 1 else float("nan"))
 
 
 @dataclass
@@ -128,10 +124,10 @@ def calibrate_detail(
     )
     by_prompt = {name: v.view(P, R).mean(-1) for name, v in results.items()}
     for name, v in by_prompt.items():
-        out.rows[name] = {k: _mean_se(v[mask]) for k, mask in subsets.items() if mask.any()}
+        out.rows[name] = {k: mean_stderr(v[mask].double()) for k, mask in subsets.items() if mask.any()}
     for a, b in (("searched per prompt", "searched global"), ("searched per instance", "searched per prompt"), ("searched per instance", "searched global")):
         diff = by_prompt[a] - by_prompt[b]
-        out.gains[f"{a} - {b}"] = {k: _mean_se(diff[mask]) for k, mask in subsets.items() if mask.sum() > 1}
+        out.gains[f"{a} - {b}"] = {k: mean_stderr(diff[mask].double()) for k, mask in subsets.items() if mask.sum() > 1}
     for p, it in enumerate(items):
         out.per_prompt_schedules[it.prompt] = [round(float(v), 4) for v in candidates[best_prompt[p], 1:-1]]
         if is_open[p]:
