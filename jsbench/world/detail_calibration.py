@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from jsbench.schedule import uniform_sigmas
+from jsbench.schedule import check_sigmas, uniform_sigmas
 from jsbench.splits import mean_stderr
 from jsbench.world.detail import OPEN_PHRASES, noise_mode
 
@@ -39,6 +39,7 @@ def score_rows(backbone, suite, items: list, seeds: list[int], sigmas: torch.Ten
     none): `load_suite("geneval", backbone)` scores with the detail world's detector and GenEval's rules."""
     if sigmas.dim() == 1:
         sigmas = sigmas.expand(len(items), -1)
+    check_sigmas(sigmas)  # as evaluation checks: a zero step never reaches the sampler
     metric = suite.primary_metric
     out = []
     for start in range(0, len(items), chunk):
