@@ -62,6 +62,15 @@ def shown_path(path: str | os.PathLike, root: str | os.PathLike | None = None) -
     return str(path)
 
 
+def add_result_options(parser, committed: str, also: str = "") -> None:
+    """A script's --write / --out pair, the options `write_result` and `result_target` take: mutually
+    exclusive, and nothing is written unless one is given. `committed` names the committed file, `also`
+    what is written beside it (e.g. " and the .png")."""
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--write", action="store_true", help=f"replace the committed {committed}{also}")
+    where.add_argument("--out", type=Path, default=None, help=f"write the JSON{also} here instead")
+
+
 def result_target(*, write: bool, out: str | os.PathLike | None, committed: str | os.PathLike,
                   root: str | os.PathLike | None = None, log: Callable[[str], object] = print,
                   companions: str = "") -> Path | None:

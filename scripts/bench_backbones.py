@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from jsbench.backbones import backbone_class, backbones_in_order, load_backbone  # noqa: E402
 from jsbench.backbones.tiny import TINY_KINDS, save_tiny_pipeline  # noqa: E402
-from jsbench.io import write_result  # noqa: E402
+from jsbench.io import add_result_options, write_result  # noqa: E402
 from jsbench.policy_features import full_size_config  # noqa: E402
 from jsbench.schedule import floor_increments, increments_from_sigmas, sigmas_from_increments  # noqa: E402
 
@@ -231,9 +231,7 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: least noise on a shared CPU)")
     ap.add_argument("--no-naive", action="store_true", help="skip the one-pipeline-call-per-row comparison")
     ap.add_argument("--no-flops", action="store_true", help="skip the full-size FLOP estimate")
-    where = ap.add_mutually_exclusive_group()  # nothing is written unless asked
-    where.add_argument("--write", action="store_true", help="replace the committed bench/results/backbones.json")
-    where.add_argument("--out", type=Path, default=None, help="write the JSON here instead")
+    add_result_options(ap, "bench/results/backbones.json")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)

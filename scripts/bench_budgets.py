@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "bench" / "results" / "budgets.json"
 sys.path.insert(0, str(ROOT))
 
-from jsbench.io import result_target, write_result
+from jsbench.io import add_result_options, result_target, write_result
 from jsbench.backbones import load_backbone  # noqa: E402
 from jsbench.evaluate import CEILING_STEPS, evaluate, resolve_schedule  # noqa: E402
 from jsbench.results import make_records  # noqa: E402
@@ -124,9 +124,7 @@ def main(argv=None) -> int:
     ap.add_argument("--no-reuse", dest="reuse", action="store_false", help="train every budget here, ignoring shipped policies")
     ap.add_argument("--retrain", action="store_true", help="ignore policies cached under runs/bench-budgets/")
     ap.add_argument("--threads", type=int, default=1)
-    where = ap.add_mutually_exclusive_group()  # nothing is written unless asked
-    where.add_argument("--write", action="store_true", help=f"replace the committed {COMMITTED.relative_to(ROOT)} and the .png")
-    where.add_argument("--out", type=Path, default=None, help="write the JSON and the .png here instead")
+    add_result_options(ap, str(COMMITTED.relative_to(ROOT)), also=" and the .png")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jsbench.backbones import load_backbone  # noqa: E402
-from jsbench.io import write_result, write_text_atomic  # noqa: E402
+from jsbench.io import add_result_options, write_result, write_text_atomic  # noqa: E402
 from jsbench.schedule import floor_increments, increments_from_sigmas, sigmas_from_increments  # noqa: E402
 from jsbench.suites import available_suites, load_suite  # noqa: E402
 
@@ -290,9 +290,7 @@ def main(argv=None) -> int:
     ap.add_argument("--scale-eval-steps", type=int, default=5)
     ap.add_argument("--scale-train-steps", type=int, default=5)
     ap.add_argument("--scale-worker", default=None, help=argparse.SUPPRESS)
-    where = ap.add_mutually_exclusive_group()  # nothing is written unless asked
-    where.add_argument("--write", action="store_true", help="replace the committed bench/results/cost.json")
-    where.add_argument("--out", type=Path, default=None, help="write the JSON here instead")
+    add_result_options(ap, "bench/results/cost.json")
     args = ap.parse_args(argv)
     if args.scale_worker:
         return scale_worker(args)

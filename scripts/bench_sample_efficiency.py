@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "bench" / "results" / "sample_efficiency.json"
 sys.path.insert(0, str(ROOT))
 
-from jsbench.io import result_target, write_result, write_text_atomic
+from jsbench.io import add_result_options, result_target, write_result, write_text_atomic
 from jsbench.train import TrainConfig, Trainer  # noqa: E402
 
 BASELINES = ["none", "rloo", "xctx", "js"]
@@ -189,9 +189,7 @@ def main(argv=None) -> int:
     ap.add_argument("--eval-seeds", type=int, default=4, help="seeds per held-out prompt for the final policies (0: skip)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--fresh", action="store_true", help="ignore cached finished runs")
-    where = ap.add_mutually_exclusive_group()  # nothing is written unless asked
-    where.add_argument("--write", action="store_true", help=f"replace the committed {COMMITTED.relative_to(ROOT)} (sample_efficiency-<backbone>.json for another backbone) and the .png")
-    where.add_argument("--out", type=Path, default=None, help="write the JSON and the .png here instead")
+    add_result_options(ap, f"{COMMITTED.relative_to(ROOT)} (sample_efficiency-<backbone>.json for another backbone)", also=" and the .png")
     args = ap.parse_args(argv)
     if not {"rloo", "js"} <= set(args.baselines):
         ap.error("--baselines must include rloo and js (the comparison this benchmark makes)")

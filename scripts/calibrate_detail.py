@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from jsbench.backbones import load_backbone
-from jsbench.io import write_result
+from jsbench.io import add_result_options, write_result
 from jsbench.suites import load_suite
 from jsbench.world.detail_calibration import calibrate_detail, candidate_grid
 
@@ -36,9 +36,7 @@ def main(argv=None) -> int:
     ap.add_argument("--high", type=float, default=0.8)
     ap.add_argument("--ceiling-steps", type=int, default=100)
     ap.add_argument("--threads", type=int, default=1)
-    where = ap.add_mutually_exclusive_group()  # nothing is written unless asked
-    where.add_argument("--write", action="store_true", help=f"replace the committed {COMMITTED.relative_to(ROOT)}")
-    where.add_argument("--out", type=Path, default=None, help="write the JSON here instead")
+    add_result_options(ap, str(COMMITTED.relative_to(ROOT)))
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     start = time.perf_counter()

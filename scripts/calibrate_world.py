@@ -23,7 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from jsbench.backbones import load_backbone
-from jsbench.io import write_result
+from jsbench.io import add_result_options, write_result
 from jsbench.suites import load_suite
 from jsbench.world.calibration import calibrate_budget, score_grid
 
@@ -35,9 +35,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, nargs="+", default=[3, 4, 5])
     parser.add_argument("--search-seeds", type=int, default=16)
     parser.add_argument("--report-seeds", type=int, default=16)
-    where = parser.add_mutually_exclusive_group()  # nothing is written unless asked
-    where.add_argument("--write", action="store_true", help="replace the committed bench/results/calibration[-<backbone>].json")
-    where.add_argument("--out", type=Path, default=None, help="write the JSON here instead")
+    add_result_options(parser, "bench/results/calibration[-<backbone>].json")
     parser.add_argument("--backbone", default="analytic", help="any backbone that draws the embedded world (analytic, scenes-dit)")
     parser.add_argument("--ceiling-steps", type=int, default=200)
     parser.add_argument("--grid-points", type=int, default=20, help="N=3 candidates: every pair of this many interior points")

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from jsbench.backbones import load_backbone
 from jsbench.evaluate import evaluate, resolve_schedule
-from jsbench.io import write_result
+from jsbench.io import add_result_options, write_result
 from jsbench.splits import mean_stderr, overall_of_tasks
 from jsbench.suites import load_suite
 from jsbench.world.detail import OPEN_PHRASES
@@ -50,9 +50,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seeds", type=int, default=16)
     ap.add_argument("--policies", type=Path, default=ROOT / "policies" / "detail")
-    where = ap.add_mutually_exclusive_group()
-    where.add_argument("--write", action="store_true", help=f"replace the committed {COMMITTED.relative_to(ROOT)}")
-    where.add_argument("--out", type=Path, help="write the JSON here instead")
+    add_result_options(ap, str(COMMITTED.relative_to(ROOT)))
     args = ap.parse_args(argv)
     bb = load_backbone("detail")
     suite = load_suite("geneval", bb)

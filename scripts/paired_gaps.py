@@ -16,7 +16,7 @@ from pathlib import Path
 
 from jsbench.backbones import load_backbone
 from jsbench.evaluate import evaluate, resolve_schedule
-from jsbench.io import write_result
+from jsbench.io import add_result_options, write_result
 from jsbench.splits import mean_stderr, overall_of_tasks
 from jsbench.suites import load_suite
 
@@ -46,9 +46,7 @@ def main(argv=None):
     p.add_argument("--steps", type=int, nargs="+", default=[3, 5])
     p.add_argument("--seeds", type=int, default=16)
     p.add_argument("--policies", type=Path, default=ROOT / "policies" / "analytic")
-    where = p.add_mutually_exclusive_group()
-    where.add_argument("--write", action="store_true", help="replace the committed bench/results/paired_gaps.json")
-    where.add_argument("--out", type=Path, help="write the JSON here instead (the committed file is left alone)")
+    add_result_options(p, "bench/results/paired_gaps.json")
     args = p.parse_args(argv)
     bb = load_backbone("analytic")
     suite = load_suite("geneval", bb)

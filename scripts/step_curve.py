@@ -21,7 +21,7 @@ from rich.console import Console
 from rich.table import Table
 
 from jsbench.backbones import load_backbone
-from jsbench.io import write_result
+from jsbench.io import add_result_options, write_result
 from jsbench.splits import mean_stderr
 from jsbench.suites import load_suite
 from jsbench.world.calibration import score_grid
@@ -35,9 +35,7 @@ def main(argv=None) -> None:
     parser.add_argument("--steps", type=int, nargs="+", default=[3, 4, 5, 8, 14, 28, 50, 100])
     parser.add_argument("--seeds", type=int, default=4)
     parser.add_argument("--chunk", type=int, default=128, help="images per sampler call")
-    where = parser.add_mutually_exclusive_group()  # nothing is written unless asked
-    where.add_argument("--write", action="store_true", help="replace the committed bench/results/step-curve-<backbone>.json")
-    where.add_argument("--out", type=Path, default=None, help="write the JSON here instead")
+    add_result_options(parser, "bench/results/step-curve-<backbone>.json")
     args = parser.parse_args(argv)
     committed = ROOT / "bench" / "results" / f"step-curve-{args.backbone}.json"
     console = Console()

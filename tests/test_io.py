@@ -40,3 +40,20 @@ def test_neither_writes_nothing_and_says_how(tmp_path):
     assert lines == ["(nothing written: --write replaces bench/results/x.json and its .png, --out PATH writes elsewhere)"]
     assert result_target(write=False, out=None, committed=tmp_path / "c.json", log=lines.append) is None
     assert lines[-1] == f"(nothing written: --write replaces {tmp_path / 'c.json'}, --out PATH writes elsewhere)"
+
+
+def test_result_options_are_write_or_out_never_both_and_nothing_by_default(capsys):
+    import argparse
+
+    import pytest
+
+    from jsbench.io import add_result_options
+
+    parser = argparse.ArgumentParser()
+    add_result_options(parser, "bench/results/x.json", also=" and the .png")
+    assert vars(parser.parse_args([])) == {"write": False, "out": None}
+    assert parser.parse_args(["--out", "y.json"]).out.name == "y.json"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--write", "--out", "y.json"])
+    assert "not allowed with" in capsys.readouterr().err
+    assert "replace the committed bench/results/x.json and the .png" in " ".join(parser.format_help().split())
