@@ -13,14 +13,13 @@ from typing import Callable, NamedTuple
 from jsbench import JsbenchError
 from jsbench.evaluate import EvalRun, ScheduleSource, discard_partial, evaluate
 from jsbench.results import Record, append_records, make_records
-from jsbench.splits import SPLITS
+from jsbench.splits import check_split
 
 
 def validate_eval_options(split: str, suite_name: str, metadata: str | Path | None = None) -> None:
     """The refusals of `jsbench eval`'s options that need no model (it runs them before any weights load): an
     unknown split, and GenEval's evaluation_metadata.jsonl given to another suite."""
-    if split not in SPLITS:
-        raise JsbenchError(f"unknown split {split!r}: use test, train or all")
+    check_split(split)
     if metadata is not None and suite_name != "geneval":
         raise JsbenchError(f"--metadata is GenEval's evaluation_metadata.jsonl; it applies to --suite geneval, not {suite_name!r}")
 

@@ -10,16 +10,23 @@ import hashlib
 import math
 from typing import Any, Callable, Iterable, TypeVar
 
-__all__ = ["SPLITS", "check_split", "stable_hash", "sha256_digest", "hashed_order", "held_out_positions", "mean_stderr",
+from jsbench import JsbenchError
+
+__all__ = ["SPLITS", "SplitError", "check_split", "stable_hash", "sha256_digest", "hashed_order", "held_out_positions", "mean_stderr",
            "overall_of_tasks"]
 
 T = TypeVar("T")
 SPLITS = ("train", "test", "all")
 
 
+class SplitError(JsbenchError, ValueError):
+    """An unknown split: one line on the command line (a JsbenchError), still a ValueError to library callers."""
+
+
 def check_split(split: str) -> None:
+    """The one split check of every prompt set, eval's option and `jsbench prompts`."""
     if split not in SPLITS:
-        raise ValueError(f"unknown split {split!r} (train, test or all)")
+        raise SplitError(f"unknown split {split!r}: use test, train or all")
 
 
 def stable_hash(text: str) -> int:

@@ -180,6 +180,7 @@ def test_prompt_file_replaces_the_split(cli, tmp_path):
     assert recs["overall"]["n_prompts"] == 2 and recs["overall"]["n_images"] == 4
     one_line_error(cli(*EVAL, "--prompts-file", "none.txt"), "none.txt", "not found")
     one_line_error(cli(*EVAL, "--split", "tset"), "unknown split 'tset'")
+    one_line_error(cli("prompts", "--split", "tset"), "unknown split 'tset'")  # the same check, not a ValueError traceback
 
 
 # ------------------------------------------------------------------------------- eval killed part-way

@@ -36,6 +36,7 @@ import numpy as np
 
 from jsbench import JsbenchError
 from jsbench.io import utf8_lines
+from jsbench.splits import check_split
 from jsbench.scoring.geneval import CLASSES, COLORS, RELATIONS, TASKS
 
 __all__ = [
@@ -162,10 +163,9 @@ def rules_key(entry: dict) -> str:
 def split_geneval_prompts(prompts: Sequence[dict], split: str, train_seeds: Sequence[int] = TRAIN_SEEDS) -> list[dict]:
     """`test` (and `all`): the given prompts, GenEval's benchmark. `train`: the generator under
     `train_seeds`, minus every entry whose rules equal a test entry's, each rule set once."""
+    check_split(split)
     if split in ("test", "all"):
         return list(prompts)
-    if split != "train":
-        raise ValueError(f"unknown split {split!r} (train, test or all)")
     held = {rules_key(p) for p in prompts}
     out = []
     for seed in train_seeds:
