@@ -513,7 +513,7 @@ def _velocity_fn(backbone) -> tuple[Callable, torch.dtype]:
 
 
 @torch.no_grad()
-def oss_search(backbone, cond, x_T: torch.Tensor, steps: int, teacher: torch.Tensor, chunk: int = 64) -> tuple[torch.Tensor, float]:
+def oss_search(backbone, cond, x_T: torch.Tensor, steps: int, teacher: torch.Tensor, chunk: int | None = None) -> tuple[torch.Tensor, float]:
     """Optimal Stepsize Sampling (Pu et al., bebebe666/OptimalSteps), one schedule for a batch.
 
     `teacher` [M+1] is the teacher's schedule (the backbone's default at M steps, 1 -> 0). The teacher
@@ -526,6 +526,7 @@ def oss_search(backbone, cond, x_T: torch.Tensor, steps: int, teacher: torch.Ten
     Returns (sigmas [N+1] float32, endpoint cost).
     """
     velocity, work = _velocity_fn(backbone)
+    chunk = chunk or backbone.eval_batch or 64  # rows per model call: what the backbone declares fits in memory
     M = teacher.numel() - 1
     if not 1 <= steps <= M:
         raise ZooError(f"oss: {steps} student steps need a teacher with at least as many steps (teacher has {M})")
@@ -566,12 +567,12 @@ def oss_search(backbone, cond, x_T: torch.Tensor, steps: int, teacher: torch.Ten
                 continue
             dt = (grid[targets] - grid[p]).view(-1, *([1] * x0.dim()))
             land = states[p][None] + dt * v_all[si][None]  # [Q, B, ...]
-            c = (land - traj[targets]).pow(2).mean(dim=tuple(range(1, land.dim()))).to(torch.float64)
+            c = (land - traj[targets]).pow(2).mean(dim=tuple(range(1, land.dim()))).to(torch.float64).cpu()  # one host copy, not one per target
             for qi, q in enumerate(targets):
                 if c[qi] < cost[q]:
                     cost[q] = c[qi]
                     parent[q] = p
-                    new_states[q] = land[qi]
+                    new_states[q] = land[qi].clone()  # a view would keep the whole [Q, B, ...] land tensor alive
         if not new_states:
             raise ZooError(f"oss: no {k}-step path on a {M}-step teacher")
         parents.append(parent)

@@ -291,6 +291,19 @@ def test_oss_two_steps_is_the_brute_force_optimum(analytic):
     assert cost == pytest.approx(costs[best], rel=1e-4, abs=1e-9)
 
 
+def test_oss_calls_the_model_on_at_most_the_backbones_eval_batch(analytic, monkeypatch):
+    """A backbone that declares how many rows fit (Flux: 8) is never sent more per velocity call."""
+    cond, x_T = _small_batch(analytic)
+    teacher = analytic.default_sigmas(8, x_T)[0]
+    want, _ = oss_search(analytic, cond, x_T, 3, teacher)
+    rows, velocity = [], analytic.velocity
+    monkeypatch.setattr(analytic, "eval_batch", 3)
+    monkeypatch.setattr(analytic, "velocity", lambda x, s, c: rows.append(x.shape[0]) or velocity(x, s, c))
+    got, _ = oss_search(analytic, cond, x_T, 3, teacher)
+    assert rows and max(rows) <= 3
+    assert torch.equal(got, want)  # rows never interact: the batching changes memory, not the schedule
+
+
 @pytest.mark.parametrize("steps", [1, 3, 5])
 def test_oss_rows_are_teacher_subsets_and_beat_evenly_spaced_subsets(analytic, steps):
     cond, x_T = _small_batch(analytic)
