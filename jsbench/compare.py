@@ -37,27 +37,29 @@ def shipped_policies(policies_dir: Path, backbone: str, steps: int) -> list[Path
 
 def validate_compare_options(check: bool, strict: bool = False, reports: list[Path] = (), leaderboard_dir: Path | None = None,
                              suite_name: str | None = None, *, tolerance: float = 2.0, backbone_name: str | None = None,
-                             steps_list: list[int] | None = None) -> None:
+                             steps_list: list[int] | None = None) -> list[dict]:
     """The refusals of compare's options that need no model: `jsbench compare` runs them before any weights
     load, and `run_compare` again for callers of the library. With --check: a negative tolerance; given the
     leaderboard folder and the suite's name, no committed leaderboard to check against; given the backbone's
     name and the step budgets too, a check that would compare nothing (no committed row of that backbone at
-    those budgets; the model, known once loaded, is checked after the evaluation)."""
+    those budgets; the model, known once loaded, is checked after the evaluation). Returns the committed
+    rows it read (empty when it read none), so the check that follows need not read them again."""
     if (reports or strict) and not check:
         raise JsbenchError("--report and --strict go with --check: the report is that of the regression check")
     for path in reports:
         report_format(path)  # an unknown suffix
     if not check:
-        return
+        return []
     check_tolerance(tolerance)
     if leaderboard_dir is None or suite_name is None:
-        return
+        return []
     csv_path = Path(leaderboard_dir) / f"{suite_name}.csv"
     committed = read_committed(csv_path)
     if not committed:
         raise JsbenchError(f"--check needs a committed leaderboard at {csv_path}")
     if backbone_name is not None and steps_list is not None:
         check_scope(committed, backbone_name, list(steps_list), where=str(csv_path))
+    return committed
 
 
 def run_compare(
@@ -81,9 +83,8 @@ def run_compare(
     batch_size: int | None = None,
     zoo: list[str] = (),
 ) -> CompareResult:
-    validate_compare_options(check, strict, reports, leaderboard_dir, suite.name, tolerance=tolerance, backbone_name=backbone.name,
-                             steps_list=steps_list)  # before anything is evaluated
-    committed = read_committed(leaderboard_dir / f"{suite.name}.csv") if check else []
+    committed = validate_compare_options(check, strict, reports, leaderboard_dir, suite.name, tolerance=tolerance,
+                                         backbone_name=backbone.name, steps_list=steps_list)  # before anything is evaluated
     committed_scores = read_scores(scores_path(leaderboard_dir, suite.name)) if check else {}
     runs: dict[tuple, object] = {}  # row key -> this run's per-image scores (EvalRun)
     ceiling_done = False
