@@ -357,8 +357,6 @@ def prompts(
     fmt: str = typer.Option("tsv", "--format", help="tsv: task<TAB>prompt; jsonl: one json.dumps(metadata) a line (for --suite geneval on a real backbone, GenEval's evaluation_metadata.jsonl byte for byte)."),
 ):
     """Print a suite's prompts. Loads no model weights: the backbone is only asked whether it draws the embedded world."""
-    import json
-
     from jsbench.suites import load_suite
 
     if fmt not in ("tsv", "jsonl"):
@@ -368,7 +366,9 @@ def prompts(
     s = load_suite(suite, listing_backbone(backbone) or _backbone(backbone, None, None))  # no weights where the class says enough
     items = s.items(split)
     if fmt == "jsonl":
-        sys.stdout.write("".join(json.dumps(it.metadata if it.metadata else {"tag": it.task, "prompt": it.prompt}) + "\n" for it in items))
+        from jsbench.scoring.geneval_prompts import metadata_jsonl
+
+        sys.stdout.write(metadata_jsonl(it.entry() for it in items))
         return
     for it in items:
         typer.echo(f"{it.task}\t{it.prompt}")

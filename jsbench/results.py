@@ -7,7 +7,6 @@ for each key.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 from jsbench import JsbenchError, __version__
 from jsbench.evaluate import EvalRun, ScheduleSource
 from jsbench.io import append_lines
+from jsbench.scoring.geneval_prompts import prompt_set_hash as entries_hash
 
 PROVENANCE_FIELDS = ("detector", "color_model", "prompt_set", "ocr_engine", "reward_model")
 # a record is one (configuration, provenance, task, metric): numbers from another detector, colour model,
@@ -78,13 +78,10 @@ def git_commit() -> str | None:
 def prompt_set_hash(items) -> str:
     """sha256 of the distinct prompts evaluated, in order, one `json.dumps` of each item's metadata a line
     (its task and prompt when it has none): for GenEval's official prompts, the official file's sha256."""
-    seen, lines = set(), []
+    distinct = {}
     for it in items:
-        if it.prompt in seen:
-            continue
-        seen.add(it.prompt)
-        lines.append(json.dumps(it.metadata if it.metadata else {"tag": it.task, "prompt": it.prompt}) + "\n")
-    return hashlib.sha256("".join(lines).encode("utf-8")).hexdigest()
+        distinct.setdefault(it.prompt, it)
+    return entries_hash(it.entry() for it in distinct.values())
 
 
 def suite_provenance(suite, items=None) -> dict:

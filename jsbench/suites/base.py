@@ -18,6 +18,11 @@ class EvalItem:
     task: str
     metadata: dict = field(default_factory=dict, compare=False, hash=False)
 
+    def entry(self) -> dict:
+        """The item as one line of a prompt file (`jsbench prompts --format jsonl`, the prompt-set hash): its
+        metadata (GenEval's evaluation_metadata.jsonl entry), or its task and prompt when it has none."""
+        return self.metadata if self.metadata else {"tag": self.task, "prompt": self.prompt}
+
 
 @dataclass(frozen=True)
 class TaskMetric:
