@@ -93,11 +93,8 @@ class Clock:
     `native` are the N+1 native sigmas of the backbone's default N-step schedule (the last one 0).
     """
 
-    family: str  # "flow" or "discrete"
     steps: int
-    default: torch.Tensor  # [N+1] float64, policy clock
     native: torch.Tensor  # [N+1] float64, native sigma
-    to_native: Callable[[torch.Tensor], torch.Tensor]
     from_native: Callable[[torch.Tensor], torch.Tensor]
     config_min: float | None = None  # a scheduler config's own sigma_min / sigma_max, which diffusers prefers
     config_max: float | None = None
@@ -143,17 +140,12 @@ def clock(backbone, steps: int) -> Clock:
         t_start = ve_start / (1.0 + ve_start)
         native = backbone.ve_sigmas(default[None].to(torch.float32))[0].detach().to("cpu", torch.float64)
 
-        def to_native(u: torch.Tensor) -> torch.Tensor:
-            t = u.to(torch.float64) * t_start
-            return t / (1.0 - t)
-
         def from_native(s: torch.Tensor) -> torch.Tensor:
             return flow_from_ve(s.to(torch.float64)) / t_start
 
         config_min, config_max = backbone.scheduler_sigma_range()
-        return Clock("discrete", steps, default, native, to_native, from_native, config_min, config_max)
-    ident = lambda s: s.to(torch.float64).clone()  # noqa: E731
-    return Clock("flow", steps, default, default.clone(), ident, ident)
+        return Clock(steps, native, from_native, config_min, config_max)
+    return Clock(steps, default, lambda s: s.to(torch.float64).clone())
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -444,10 +436,8 @@ def schedules_dir() -> Path:
     env = os.environ.get("JSBENCH_SCHEDULES")
     if env:
         return Path(env)
-    try:
-        from jsbench.workspace import project_dir
-    except ImportError:  # pragma: no cover - older checkouts without the workspace module
-        return Path("schedules")
+    from jsbench.workspace import project_dir
+
     return project_dir("schedules")
 
 
@@ -477,8 +467,7 @@ def _cached(kind: str, backbone, suite_name: str, steps: int, key: dict, compute
     check_sigmas(row[None])
     payload = {"kind": kind, "backbone": backbone.name, "model_id": backbone.model_id, "suite": suite_name, "steps": steps,
                "sigmas": [float(v) for v in row.tolist()], "key": key, "seconds": round(time.perf_counter() - start, 1), **info}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(path, json.dumps(payload, indent=1) + "\n")
+    write_text_atomic(path, json.dumps(payload, indent=1) + "\n")  # creates the folder
     return row
 
 

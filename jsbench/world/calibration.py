@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
-from jsbench.schedule import candidate_schedules, check_sigmas, shifted_sigmas, uniform_sigmas  # noqa: F401 (candidate_schedules re-exported)
+from jsbench.schedule import candidate_schedules, check_sigmas, shifted_sigmas, uniform_sigmas
 from jsbench.splits import mean_stderr
 
 
