@@ -30,6 +30,7 @@ import torch
 
 from jsbench import JsbenchError
 from jsbench.registry import Registry
+from jsbench.rewards.detectors import to_uint8
 from jsbench.rewards import register_reward
 from jsbench.scoring.text import ocr_reward, target_words
 
@@ -87,8 +88,7 @@ def _to_uint8(images: torch.Tensor) -> np.ndarray:
     """[B, 3, H, W] float in [0, 1] -> [B, H, W, 3] uint8 RGB."""
     if images.dim() != 4 or images.shape[1] != 3:
         raise ValueError(f"OCR expects images [B, 3, H, W], got {tuple(images.shape)}")
-    pix = images.detach().to(torch.float32).clamp(0.0, 1.0).mul(255.0).round().to(torch.uint8)
-    return pix.permute(0, 2, 3, 1).cpu().numpy()
+    return to_uint8(images).permute(0, 2, 3, 1).cpu().numpy()  # the detectors' 8-bit rounding, channels last
 
 
 def _one_line(texts: Sequence[str]) -> str:
