@@ -101,15 +101,9 @@ class Hpdv2Suite:
         self._reward_options = {"checkpoint": checkpoint, "version": hps_version(version)}
 
     def provenance(self) -> dict:
-        """The reward model that scored the images (recorded with every result)."""
-        import os
-
-        given = getattr(self._reward, "id", None) if self._reward is not None else None
-        if given:
-            return {"reward_model": str(given)}
-        opts = self._reward_options
-        checkpoint = opts["checkpoint"] or os.environ.get("JSBENCH_HPS_CHECKPOINT") or "xswu/HPSv2"
-        return {"reward_model": f"hps-{opts['version']}:{checkpoint}"}
+        """The reward model that scored the images (recorded with every result): its `id`, which HpsReward
+        builds from its version and checkpoint (constructing it loads no weights)."""
+        return {"reward_model": str(getattr(self.reward, "id", None) or "custom")}
 
     @property
     def reward(self):
