@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from jsbench.results import PROVENANCE_FIELDS, Record, latest
+from jsbench.results import PROVENANCE_FIELDS, Record, latest, paired_metrics
 
 METHOD_ORDER = ["default", "uniform", "global", "js", "js (prompt-only)", "js-plugin", "rloo", "xctx", "none"]
 ZOO_ORDER = {k: i for i, k in enumerate(["karras", "exponential", "beta", "ays", "oss", "searched", "file"])}
@@ -167,15 +167,11 @@ def add_reference_deltas(tables: list[Table], run_of, suite, reference: str = "g
         ref = run_of(t, ref_row) if ref_row is not None else None
         if ref is None:
             continue
-        pairs = [(it.prompt, s) for it, s in ref.rows()]
         for row in t.rows:
             run = run_of(t, row) if row is not ref_row else None
-            if run is None or [(it.prompt, s) for it, s in run.rows()] != pairs:
-                continue
-            diff = [{k: a[k] - b[k] for k in a if k in b} for a, b in zip(run.scores, ref.scores)]
-            for m in suite.aggregate(diff, [it for it, _ in run.rows()]):
-                if m.task == "overall" and m.metric == metric:
-                    row["delta_global"], row["delta_global_stderr"] = m.value, m.stderr
+            paired = paired_metrics(suite, run, ref) if run is not None else None
+            if paired and ("overall", metric) in paired:
+                row["delta_global"], row["delta_global_stderr"] = paired[("overall", metric)]
 
 
 def cross_budget(tables: list[Table]) -> list[str]:

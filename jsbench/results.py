@@ -96,6 +96,16 @@ def suite_provenance(suite, items=None) -> dict:
     return out
 
 
+def paired_metrics(suite, run: EvalRun, reference: EvalRun) -> dict[tuple[str, str], tuple[float, float]] | None:
+    """(task, metric) -> (mean, stderr) of the per-image differences run - reference, aggregated as the suite
+    aggregates scores; None when the two runs are not on the same prompts and seeds (nothing to pair)."""
+    rows = run.rows()
+    if [(it.prompt, s) for it, s in reference.rows()] != [(it.prompt, s) for it, s in rows]:
+        return None
+    diff_scores = [{k: a[k] - b[k] for k in a if k in b} for a, b in zip(run.scores, reference.scores)]
+    return {(m.task, m.metric): (m.value, m.stderr) for m in suite.aggregate(diff_scores, [it for it, _ in rows])}
+
+
 def make_records(backbone, suite, source: ScheduleSource, run: EvalRun, reference: EvalRun | None = None) -> list[Record]:
     """Aggregate a run into records; with a reference run (the default schedule on the same prompts and
     seeds) each record also carries the paired difference to it and that difference's stderr. Every
@@ -106,13 +116,9 @@ def make_records(backbone, suite, source: ScheduleSource, run: EvalRun, referenc
     metrics = suite.aggregate(run.scores, items)
     deltas = {}
     if reference is not None:
-        if [(it.prompt, s) for it, s in reference.rows()] != [(it.prompt, s) for it, s in rows]:
+        deltas = paired_metrics(suite, run, reference)
+        if deltas is None:
             raise JsbenchError("paired comparison needs the same prompts and seeds")
-        diff_scores = [
-            {k: a[k] - b[k] for k in a if k in b} for a, b in zip(run.scores, reference.scores)
-        ]
-        for m in suite.aggregate(diff_scores, items):
-            deltas[(m.task, m.metric)] = (m.value, m.stderr)
     commit, now = git_commit(), time.time()
     out = []
     for m in metrics:
@@ -186,4 +192,4 @@ def latest(records: list[Record]) -> list[Record]:
     return list(newest.values())
 
 
-__all__ = ["Record", "KEY_FIELDS", "PROVENANCE_FIELDS", "make_records", "suite_provenance", "prompt_set_hash", "append_records", "read_records", "latest"]
+__all__ = ["Record", "KEY_FIELDS", "PROVENANCE_FIELDS", "make_records", "paired_metrics", "suite_provenance", "prompt_set_hash", "append_records", "read_records", "latest"]
