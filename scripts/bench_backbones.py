@@ -33,7 +33,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jsbench.backbones import backbone_class, backbones_in_order, load_backbone  # noqa: E402
+from jsbench.backbones import backbone_class, declared_by_class, load_backbone  # noqa: E402
 from jsbench.backbones.tiny import TINY_KINDS, save_tiny_pipeline  # noqa: E402
 from jsbench.io import add_result_options, write_result  # noqa: E402
 from jsbench.policy_features import full_size_config  # noqa: E402
@@ -44,11 +44,7 @@ from jsbench.schedule import floor_increments, increments_from_sigmas, sigmas_fr
 # `clip_len` CLIP tokens in the text sequence, text and pooled widths, `cfg_batch` 2 where classifier-free
 # guidance doubles the batch), for every backbone whose own class sets it, in the registry's order. What else
 # the class declares (default steps, T5 length, default image size, hence the latent grid): `full_size(kind)`.
-FULL_SIZE = {
-    name: cls.full_size
-    for name, cls in ((n, backbone_class(n)) for n in backbones_in_order())
-    if cls is not None and cls.__dict__.get("full_size") is not None
-}
+FULL_SIZE = declared_by_class("full_size")
 
 
 def full_size(kind: str) -> dict:

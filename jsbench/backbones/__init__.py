@@ -117,6 +117,22 @@ def backbones_in_order() -> list[str]:
     return [n for n in _MODULES if n in names] + [n for n in names if n not in _MODULES]
 
 
+def declared_by_class(attr: str) -> dict[str, object]:
+    """Backbone name -> `attr` for every registered backbone whose OWN class body sets it (not None), in the
+    registry's order: what derived tables (tiny pipelines, full-size configs) are built from. A subclass that
+    only inherits it (sd35-large, scenes-dit) runs its parent's, and a class another name already stands for
+    (an alias) is not repeated."""
+    out: dict[str, object] = {}
+    seen: set[type] = set()
+    for name in backbones_in_order():
+        cls = backbone_class(name)
+        if cls is None or cls in seen or cls.__dict__.get(attr) is None:
+            continue
+        seen.add(cls)
+        out[name] = cls.__dict__[attr]
+    return out
+
+
 def listing_backbone(name: str):
     """What a suite needs to list backbone `name`'s prompts, read from its class without building it (no
     weights): its name, default model, `draws_embedded_world` and `geneval_world`. None when the backbone

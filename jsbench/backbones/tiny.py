@@ -46,20 +46,10 @@ __all__ = [
 ]
 
 def _tiny_sampling() -> dict[str, dict]:
-    """Backbone name -> the sampling settings of its tiny pipeline, for every registered backbone whose OWN class
-    body sets `tiny_sampling` (a subclass that inherits it, sd35-large or scenes-dit, runs the same pipeline), in
-    the registry's order. A name whose class another name already stands for (an alias) is not repeated."""
-    from jsbench.backbones import backbone_class, backbones_in_order
+    """Backbone name -> the sampling settings of its tiny pipeline, from the adapters that declare one."""
+    from jsbench.backbones import declared_by_class
 
-    out: dict[str, dict] = {}
-    seen: set[type] = set()
-    for name in backbones_in_order():
-        cls = backbone_class(name)
-        if cls is None or cls in seen or cls.__dict__.get("tiny_sampling") is None:
-            continue
-        seen.add(cls)
-        out[name] = dict(cls.tiny_sampling)
-    return out
+    return {name: dict(sampling) for name, sampling in declared_by_class("tiny_sampling").items()}
 
 
 #: the backbones with a tiny pipeline, and the resolution and T5 length each is sampled at (written to
