@@ -98,7 +98,8 @@ def load_pipeline(
         local_hint = hint or f"fetch one with `hf download {default_id or '<hub id>'} --local-dir {model}`"
         if not _is_hub_id(model):
             raise BackboneWeightsMissing(f"{backbone}: no pipeline folder at {model}: the path does not exist; {local_hint}")
-        if not allow_download and model != default_id and cached_hub_file(model, "model_index.json") is None:
+        cached = None if allow_download else cached_hub_file(model, "model_index.json")
+        if not allow_download and model != default_id and cached is None:
             # "models/flux-dev" reads like a hub id, but one that is not cached is far more often a folder
             # typed relative to the wrong directory: say the path does not exist, not `hf download models/flux-dev`
             raise BackboneWeightsMissing(
@@ -108,7 +109,6 @@ def load_pipeline(
         source = model
         class_name = None
         if not allow_download:
-            cached = cached_hub_file(model, "model_index.json")
             if cached is None:
                 raise BackboneWeightsMissing(
                     f"{backbone}: weights for {model} are not in the Hugging Face cache ({_hub_cache()}); {_fetch_hint(model)}"
