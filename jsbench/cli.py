@@ -16,7 +16,7 @@ from rich.console import Console
 
 from jsbench import JsbenchError
 from jsbench.suites import declared_suites  # the declared names only: imports no suite module
-from jsbench.train_config import DECODE_HELP, DTYPE_HELP, OFFLOAD_HELP, TrainConfig  # dataclasses only: --help stays fast
+from jsbench.train_config import DECODE_HELP, DEVICE_HELP, DTYPE_HELP, OFFLOAD_HELP, TrainConfig  # dataclasses only: --help stays fast
 
 def _no_bool_tag() -> None:
     """typer's rich help tags every option with its type, flags (`--resume/--no-resume`, `--help`) as `<bool>`,
@@ -71,7 +71,6 @@ class OutputFormat(str, Enum):
     json = "json"
 
 
-_DEVICE_HELP = "torch device, e.g. cpu, cuda, cuda:1 (default: cpu for analytic, cuda if available otherwise)."
 _FORMAT_HELP = "table: for reading, fits 80 columns; csv or json: every value exact, for piping."
 _PROGRESS_HELP = "Show a progress bar (on stderr) and the model-loading messages; --no-progress silences both."
 _ROOT_HELP = "the nearest folder at or above the current one holding policies/ or leaderboards/, else the checkout jsbench is installed from"
@@ -92,7 +91,7 @@ def _backbone(name: str, model: Optional[str], device: Optional[str], dtype: Opt
 _BACKBONE_OPTIONS = {
     "model": dict(default=None, help="Hub id or local folder of the backbone's weights."),
     "batch_size": dict(default=None, flags=("--batch-size",), min=1, help="Images sampled per batch (default: the backbone's eval batch)."),
-    "device": dict(default=None, help=_DEVICE_HELP),
+    "device": dict(default=None, help=DEVICE_HELP),
     "dtype": dict(default=None, help=DTYPE_HELP),
     "offload": dict(default=False, flags=("--offload",), help=OFFLOAD_HELP),
     "decode_chunk": dict(default=None, flags=("--decode-chunk",), min=1, help=DECODE_HELP),

@@ -20,7 +20,7 @@ def option(default, help: str, **metadata):
     return field(default=default, metadata={"help": help, **metadata})
 
 
-DEVICE_HELP = "torch device (default: cpu for analytic, cuda if available otherwise)."
+DEVICE_HELP = "torch device, e.g. cpu, cuda, cuda:1 (default: cpu for analytic, cuda if available otherwise)."
 DTYPE_HELP = "Backbone dtype: bf16, fp16 or fp32 (default: bf16 on CUDA, fp32 on CPU). The policy and its schedules stay fp32."
 OFFLOAD_HELP = "Keep the backbone's networks on the CPU and move each to the GPU while it runs (diffusers' model CPU offload; for 24-48 GB GPUs)."
 BATCH_HELP = "Rows per sampler call within an update (default: the backbone's train batch; B and K are unchanged)."
