@@ -187,6 +187,7 @@ def train(*, out: Path, resume: bool, overwrite: bool, progress: bool, processes
         path = trainer.save_policy()
     if trainer.dist.is_main:
         console.print(f"policy written to [bold]{path}[/]")
+    trainer.dist.close()  # every process leaves the group together
 
 
 train.__signature__ = _train_signature()  # typer reads the options from it
@@ -233,14 +234,14 @@ def eval_(
     items = items_for_prompts(s, prompt_list, prompts_file) if prompt_list is not None else None
     source = resolve_schedule(schedule, bb, steps, suite=s, log=lambda m: err.print(m, highlight=False, soft_wrap=True))
     _, records = run_eval(bb, s, source, out, seeds_per_prompt=seeds, split=split, items=items, batch_size=batch_size, progress=progress, ctx=ctx)
-    if not ctx.is_main:
-        return  # rank 0 writes the records once
-    from jsbench import tables
+    if ctx.is_main:  # rank 0 writes the records once
+        from jsbench import tables
 
-    if fmt != OutputFormat.table:  # every record field, exact
-        sys.stdout.write(tables.records_text(fmt.value, records))
-        return
-    console.print(tables.eval_table(records, suite, bb.name, source))
+        if fmt != OutputFormat.table:  # every record field, exact
+            sys.stdout.write(tables.records_text(fmt.value, records))
+        else:
+            console.print(tables.eval_table(records, suite, bb.name, source))
+    ctx.close()  # every process leaves the group together, once rank 0 has written
 
 
 @app.command()

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
+import signal
 import socket
 import subprocess
 import sys
@@ -196,6 +198,21 @@ class DistContext:
 
             dist.barrier()
 
+    def close(self) -> None:
+        """Leave the process group together, at the end of a command that succeeded on every process.
+
+        Every process waits for the others (rank 0 may still be writing), then tears the group down
+        now rather than during interpreter shutdown: a process that exits while another still holds
+        its gloo connections can take that one down with it. Not for error paths: a process that
+        failed has left already, and the barrier would wait for it."""
+        if not self.distributed:
+            return
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.barrier()
+            dist.destroy_process_group()
+
 
 _CONTEXT: DistContext | None = None
 
@@ -288,15 +305,55 @@ def launch_processes(processes: int, argv: Sequence[str] | None = None) -> int:
             if "torch.distributed" not in ln and "*****" not in ln:
                 print(ln, file=sys.stderr)
         return 0
-    errors = list(dict.fromkeys(ln.strip() for ln in lines if ln.strip().startswith("error:")))
-    if errors:
+    children, failures = split_torchrun_report(lines)
+    errors = list(dict.fromkeys(ln.strip() for ln in children if ln.strip().startswith("error:")))
+    crashed = any(ln.startswith("Traceback (most recent call last):") for ln in children)
+    if errors and not crashed:  # refusals: one line each, as one process would print them
         for ln in errors:
             print(ln, file=sys.stderr)
         return 2
-    tail = [ln for ln in lines if ln.strip()][-20:]
-    print("\n".join(tail), file=sys.stderr)
-    print(f"error: {processes}-process run failed (exit {proc.returncode})", file=sys.stderr)
+    tail = [ln for ln in children if ln.strip()][-40:]  # the children's own traceback, not torchrun's banner
+    if tail:
+        print("\n".join(tail), file=sys.stderr)
+    how = "; ".join(f"process {rank} {why}" for rank, why in failures) or f"torchrun exited with {proc.returncode}"
+    print(f"error: {processes}-process run failed: {how}", file=sys.stderr)
     return proc.returncode or 1
+
+
+def split_torchrun_report(lines: Sequence[str]) -> tuple[list[str], list[tuple[int, str]]]:
+    """The children's stderr lines, and (rank, what happened) for each failed process, from torchrun's stderr.
+
+    torchrun ends a failed run with its own traceback and a ChildFailedError banner listing each failed
+    process (rank, exit code or signal). Its "root cause" is the failure with the smallest timestamp in
+    whole seconds, ties going to rank 0, so it can name a process that torchrun itself stopped (SIGTERM)
+    after another one failed; every entry is kept, in rank order, instead."""
+    start = len(lines)
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith("Traceback (most recent call last):") and any("ChildFailedError" in ln for ln in lines[i:]):
+            start = i
+            break
+    failures: dict[int, str] = {}
+    rank = None
+    for ln in lines[start:]:
+        m = re.match(r"\s*rank\s*:\s*(\d+)", ln)
+        if m:
+            rank = int(m.group(1))
+            continue
+        m = re.match(r"\s*exitcode\s*:\s*(-?\d+)", ln)
+        if m and rank is not None:
+            code = int(m.group(1))
+            if code < 0:
+                try:
+                    name = signal.Signals(-code).name
+                except ValueError:
+                    name = f"signal {-code}"
+                why = f"was stopped by {name}" + (" (torchrun stops the others once one fails)" if -code == signal.SIGTERM else "")
+            else:
+                why = f"exited with {code}"
+            failures[rank] = why
+            rank = None
+    agent_log = re.compile(r"^[DIWEF]\d{4} .*torch/distributed/")  # torchrun's own log lines ("Sending process ... SIGTERM")
+    return [ln for ln in lines[:start] if not agent_log.match(ln)], sorted(failures.items())
 
 
 # ----------------------------------------------------------------------------------------- evaluation

@@ -72,6 +72,34 @@ def test_strip_option():
     assert strip_option(["eval", "--processes=4", "--seeds", "1"], "--processes") == ["eval", "--seeds", "1"]
 
 
+_CRASH = """
+import os, sys, time
+if os.environ["RANK"] == "1":
+    raise RuntimeError("rank one broke")
+time.sleep(60)  # rank 0 is still working when torchrun stops it
+"""
+
+
+def test_a_crashed_process_is_named_with_its_traceback_not_torchruns_banner(tmp_path, monkeypatch, capsys):
+    """torchrun's banner calls the lowest rank the root cause when two failures share a second, which
+    can be the process torchrun itself stopped; the launcher names every failed process and keeps the
+    crashed one's traceback."""
+    pytest.importorskip("accelerate", reason="--processes needs accelerate (the `scale` and `test` extras)")
+    script = tmp_path / "crash.py"
+    script.write_text(_CRASH)
+    real = jd.torchrun_command
+    monkeypatch.setattr(jd, "torchrun_command", lambda n, args, port=None: [*real(n, [], port)[:-2], str(script)])
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    code = jd.launch_processes(2, ["eval"])
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 1
+    assert "RuntimeError: rank one broke" in err
+    assert "ChildFailedError" not in err and "FAILED" not in err and "closing signal" not in err  # torchrun's own report is summed up in one line
+    assert lines[-1].startswith("error: 2-process run failed: process 0 was stopped by SIGTERM"), lines[-1]
+    assert lines[-1].endswith("process 1 exited with 1"), lines[-1]
+
+
 # ------------------------------------------------------------------------------------- two processes
 
 
@@ -170,7 +198,7 @@ def test_cli_processes_2_end_to_end(tmp_path):
     train = ["train", "--suite", "ocr", "--reward", "ocr", "--steps", "3", "-B", "4", "-K", "2", "--iters", "2", "--seed", "1", "--no-progress"]
     one = _cli(*train, "--out", tmp_path / "t1", env=env)
     two = _cli(*train, "--out", tmp_path / "t2", "--processes", "2", env=env)
-    assert one.returncode == 0 and two.returncode == 0, (one.stderr, two.stderr)
+    assert one.returncode == 0 and two.returncode == 0, f"one process:\n{one.stderr}\ntwo processes:\n{two.stderr}"  # whole, not cut
     assert two.stdout.count("policy written to") == 1  # rank 0 reports, and writes, once
     logs = [_strip([json.loads(ln) for ln in (tmp_path / d / "train_log.jsonl").read_text().splitlines()]) for d in ("t1", "t2")]
     assert [(r["reward"], r["shrinkage"]) for r in logs[0]] == [(r["reward"], r["shrinkage"]) for r in logs[1]]
@@ -178,7 +206,7 @@ def test_cli_processes_2_end_to_end(tmp_path):
     ev = ["eval", "--suite", "ocr", "--steps", "3", "--seeds", "1", "--no-progress"]
     one = _cli(*ev, "--out", tmp_path / "r1.jsonl", env=env)
     two = _cli(*ev, "--out", tmp_path / "r2.jsonl", "--processes", "2", env=env)
-    assert one.returncode == 0 and two.returncode == 0, (one.stderr, two.stderr)
+    assert one.returncode == 0 and two.returncode == 0, f"one process:\n{one.stderr}\ntwo processes:\n{two.stderr}"  # whole, not cut
     recs = [[json.loads(ln) for ln in (tmp_path / f).read_text().splitlines()] for f in ("r1.jsonl", "r2.jsonl")]
     assert _record_values(recs[0]) == _record_values(recs[1])
     assert not list(tmp_path.glob(".r2.jsonl.*.partial.jsonl"))  # side files cleaned once, by rank 0
