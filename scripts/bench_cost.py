@@ -234,6 +234,7 @@ def scale_worker(args) -> int:
             "train_updates": args.scale_updates, "train_seconds": train_s, "train_updates_per_s": args.scale_updates / train_s,
             "train_samples_per_update": args.scale_contexts * 4,
         }))
+    ctx.close()  # every process leaves the group together, once rank 0 has written
     return 0
 
 
