@@ -288,7 +288,8 @@ def launch_processes(processes: int, argv: Sequence[str] | None = None) -> int:
     """Run this `jsbench` command again as `processes` processes under torchrun; returns their exit code.
 
     Children's refusals stay one line: the launcher's own traceback about a failed child is dropped,
-    each distinct `error:` line of the children is printed once.
+    each distinct `error:` line of the children is printed once. A crash (no `error:` line) shows the
+    children's own traceback and, last, one line naming how each failed process ended.
     """
     world = requested_world_size()
     if world > 1:
@@ -307,8 +308,8 @@ def launch_processes(processes: int, argv: Sequence[str] | None = None) -> int:
         return 0
     children, failures = split_torchrun_report(lines)
     errors = list(dict.fromkeys(ln.strip() for ln in children if ln.strip().startswith("error:")))
-    crashed = any(ln.startswith("Traceback (most recent call last):") for ln in children)
-    if errors and not crashed:  # refusals: one line each, as one process would print them
+    if errors:  # refusals, one line each as one process prints them; another process's traceback from a
+        # collective that lost its peer is a consequence, not news
         for ln in errors:
             print(ln, file=sys.stderr)
         return 2

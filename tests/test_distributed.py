@@ -100,6 +100,36 @@ def test_a_crashed_process_is_named_with_its_traceback_not_torchruns_banner(tmp_
     assert lines[-1].endswith("process 1 exited with 1"), lines[-1]
 
 
+_REFUSE_ON_ONE = """
+import os, sys, time, traceback
+flag = sys.argv[1]
+if os.environ["RANK"] == "1":  # a collective that lost its peer: a traceback, printed before rank 0 refuses
+    try:
+        raise RuntimeError("Connection closed by peer")
+    except RuntimeError:
+        traceback.print_exc()
+    sys.stderr.flush()
+    open(flag, "w").close()
+    time.sleep(60)
+while not os.path.exists(flag):
+    time.sleep(0.05)
+print("error: rank zero refuses", file=sys.stderr)
+sys.exit(2)
+"""
+
+
+def test_a_refusal_on_one_process_stays_its_one_line(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("accelerate", reason="--processes needs accelerate (the `scale` and `test` extras)")
+    script = tmp_path / "refuse.py"
+    script.write_text(_REFUSE_ON_ONE)
+    real = jd.torchrun_command
+    monkeypatch.setattr(jd, "torchrun_command", lambda n, args, port=None: [*real(n, [], port)[:-2], str(script), str(tmp_path / "flag")])
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert jd.launch_processes(2, ["eval"]) == 2
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
+    assert lines == ["error: rank zero refuses"]
+
+
 # ------------------------------------------------------------------------------------- two processes
 
 
