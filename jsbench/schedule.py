@@ -125,21 +125,17 @@ __all__ += ["karras_levels", "exponential_levels", "beta_levels", "loglinear_int
 
 def _check_levels_args(sigma_max: float, sigma_min: float, steps: int) -> None:
     _check_steps(steps)
-    if not (0.0 < sigma_min <= sigma_max) or not all(map(_finite, (sigma_min, sigma_max))):
+    if not (0.0 < sigma_min <= sigma_max) or not all(map(math.isfinite, (sigma_min, sigma_max))):
         raise ScheduleError(f"need 0 < sigma_min <= sigma_max, got sigma_min={sigma_min}, sigma_max={sigma_max}")
     if steps > 1 and sigma_min == sigma_max:
         raise ScheduleError(f"sigma_min = sigma_max = {sigma_max} leaves no room for {steps} distinct levels")
-
-
-def _finite(v: float) -> bool:
-    return v == v and abs(v) != float("inf")
 
 
 def karras_levels(sigma_max: float, sigma_min: float, steps: int, rho: float = 7.0) -> torch.Tensor:
     """Karras et al. (EDM): (max^(1/rho) + r (min^(1/rho) - max^(1/rho)))^rho, r = linspace(0, 1, N); float64 [N].
 
     diffusers' `_convert_to_karras` with its fixed rho = 7; strictly decreasing for any rho > 0."""
-    if not (rho > 0 and _finite(rho)):
+    if not (rho > 0 and math.isfinite(rho)):
         raise ScheduleError(f"karras rho must be a positive number, got {rho}")
     _check_levels_args(sigma_max, sigma_min, steps)
     ramp = torch.linspace(0, 1, steps, dtype=torch.float64)
@@ -159,7 +155,7 @@ def beta_levels(sigma_max: float, sigma_min: float, steps: int, a: float = 0.6, 
     import numpy as np
     import scipy.stats
 
-    if not (a > 0 and b > 0 and _finite(a) and _finite(b)):
+    if not (a > 0 and b > 0 and math.isfinite(a) and math.isfinite(b)):
         raise ScheduleError(f"beta parameters must be positive numbers, got a={a}, b={b}")
     _check_levels_args(sigma_max, sigma_min, steps)
     ppf = scipy.stats.beta.ppf(1 - np.linspace(0, 1, steps), a, b)
