@@ -117,6 +117,18 @@ def test_split_holds_out_at_least_eight_prompts_per_task_and_no_rule_on_both_sid
     assert (n_test["colors"], n_test["position"], n_test["color_attr"]) == (10, 12, 25)
 
 
+@pytest.mark.xfail(strict=True, reason="known leak: prompt_rule keeps the order of a two-object prompt's include groups, "
+                   "which GenEval ANDs, so 3 training prompts ask for a held-out prompt's rule in the other order; "
+                   "grouping by rules_key changes the held-out split, so the shipped policies, leaderboards and "
+                   "calibrations must be regenerated with the fix")
+def test_no_training_prompt_asks_for_a_held_out_rule_in_another_order():
+    from jsbench.scoring.geneval_prompts import rules_key
+
+    prompts = make_prompts()
+    held = {rules_key(p) for p in split_prompts(prompts, "test")}
+    assert [p["prompt"] for p in split_prompts(prompts, "train") if rules_key(p) in held] == []
+
+
 def _score(backbone, metas, sigmas_fn, seeds):
     prompts = [m["prompt"] for m in metas for _ in seeds]
     rows = [m for m in metas for _ in seeds]
