@@ -89,6 +89,8 @@ class WorldGenEvalScorer:
 
     def judge(self, images: torch.Tensor, metas: Sequence[dict]) -> list[float]:
         """1.0 or 0.0 per image: GenEval's verdict on its metadata entry."""
+        if images.shape[0] != len(metas):
+            raise ValueError(f"{images.shape[0]} images for {len(metas)} items")
         return [float(evaluate_detections(d, m)[0]) for d, m in zip(self._detect(images), metas)]
 
 
