@@ -207,11 +207,8 @@ class DistContext:
         failed has left already, and the barrier would wait for it."""
         if not self.distributed:
             return
-        import torch.distributed as dist
-
-        if dist.is_initialized():
-            dist.barrier()
-            dist.destroy_process_group()
+        self.barrier()
+        _destroy()
 
 
 _CONTEXT: DistContext | None = None
