@@ -117,7 +117,7 @@ def run_compare(
                 paired = reference if source.steps == steps and spec != "default" else None
                 run, records = run_eval(backbone, suite, source, records_path, seeds_per_prompt=seeds, progress=False, batch_size=batch_size,
                                         on_images=bar.advance, reference=paired)
-                runs[row_key(backbone.name, backbone.model_id, source.steps, source.label)] = run
+                runs[row_key(backbone.name, backbone.model_id, source.row_steps, source.label)] = run
                 if spec == "default":
                     reference = run
                 made += records
@@ -130,7 +130,7 @@ def run_compare(
                 bar.status(source.label)
                 run, records = run_eval(other, suite, source, records_path, seeds_per_prompt=seeds, progress=False, batch_size=batch_size,
                                         on_images=bar.advance, reference=reference, filed_under=backbone)
-                runs[row_key(backbone.name, backbone.model_id, source.budget, source.label)] = run  # the row shows its section's budget
+                runs[row_key(backbone.name, backbone.model_id, source.row_steps, source.label)] = run  # the row shows its section's budget
                 made += records
                 log(f"  {source.label:<22} {own:>4} steps  done")
     metric = suite.primary_metric

@@ -57,6 +57,12 @@ class ScheduleSource:
         if self.budget is _AT_STEPS:
             self.budget = self.steps
 
+    @property
+    def row_steps(self) -> int:
+        """The `steps` its leaderboard row shows (as `Record.row_steps`): its section's budget, or, for a row
+        in every section (the ceiling), the steps it runs."""
+        return self.steps if self.budget is None else self.budget
+
 
 def method_label(manifest: dict) -> str:
     """How a policy appears in a leaderboard: 'global', 'js', 'rloo', 'js (prompt-only)', ..."""
