@@ -134,10 +134,11 @@ def build_policy(config: PolicyConfig) -> SchedulePolicy:
     return DirichletSchedulePolicy(config)
 
 
-def build_policy_on(config: PolicyConfig, device) -> SchedulePolicy:
-    """`build_policy` with every parameter and buffer created on `device`, in float32 whatever the backbone's
-    dtype: the policy's Dirichlet and its log-probabilities need float32 (bf16 would merge sigmas near 1)."""
-    with torch.device(device):
+def build_policy_on(config: PolicyConfig, backbone=None, device=None) -> SchedulePolicy:
+    """`build_policy` with every parameter and buffer created where the policy lives (`device` if given,
+    else the backbone's device, else the CPU), in float32 whatever the backbone's dtype: the policy's
+    Dirichlet and its log-probabilities need float32 (bf16 would merge sigmas near 1)."""
+    with torch.device(pick_device(device, default=getattr(backbone, "device", None) or "cpu")):
         return build_policy(config).to(dtype=torch.float32)
 
 
@@ -148,7 +149,7 @@ def make_policy(backbone, steps: int, kind: str = "instance", device=None, **opt
     probe = backbone.initial_noise([0])
     default = increments_from_sigmas(backbone.default_sigmas(steps, probe).double())[0].cpu().tolist()
     config = PolicyConfig(kind=kind, steps=steps, pooled_dim=backbone.pooled_dim, latent_shape=backbone.latent_shape, default_increments=default, **options)
-    return build_policy_on(config, pick_device(device, default=getattr(backbone, "device", None) or "cpu"))
+    return build_policy_on(config, backbone, device)
 
 
 class GlobalSchedulePolicy(SchedulePolicy):
@@ -257,7 +258,7 @@ def load_policy(directory: str | Path, backbone=None, steps: int | None = None, 
         raise PolicyError(f"policy {directory} was trained for {manifest.get('steps')} steps, not {steps}")
     try:
         config = PolicyConfig(**manifest["config"])
-        policy = build_policy_on(config, pick_device(device, default=getattr(backbone, "device", None) or "cpu"))
+        policy = build_policy_on(config, backbone, device)
         policy.load_state_dict(load_file(str(weights)))  # CPU tensors, copied into the device's parameters
     except (KeyError, TypeError, RuntimeError, SafetensorError) as exc:
         raise PolicyError(f"policy {directory} cannot be loaded: {str(exc).splitlines()[0]}") from None
