@@ -16,7 +16,7 @@ from rich.console import Console
 
 from jsbench import JsbenchError
 from jsbench.suites import declared_suites  # the declared names only: imports no suite module
-from jsbench.train_config import DECODE_HELP, DEVICE_HELP, DTYPE_HELP, OFFLOAD_HELP, TrainConfig  # dataclasses only: --help stays fast
+from jsbench.train_config import DECODE_HELP, DEVICE_HELP, DTYPE_HELP, MODEL_HELP, OFFLOAD_HELP, TrainConfig  # dataclasses only: --help stays fast
 
 def _no_bool_tag() -> None:
     """typer's rich help tags every option with its type, flags (`--resume/--no-resume`, `--help`) as `<bool>`,
@@ -89,7 +89,7 @@ def _backbone(name: str, model: Optional[str], device: Optional[str], dtype: Opt
 # the backbone options of eval, compare and schedules plot, declared once: name -> typer.Option's arguments (the
 # dtype, offload and decode-chunk helps are also those of train's TrainConfig fields)
 _BACKBONE_OPTIONS = {
-    "model": dict(default=None, help="Hub id or local folder of the backbone's weights."),
+    "model": dict(default=None, help=MODEL_HELP),
     "batch_size": dict(default=None, flags=("--batch-size",), min=1, help="Images sampled per batch (default: the backbone's eval batch)."),
     "device": dict(default=None, help=DEVICE_HELP),
     "dtype": dict(default=None, help=DTYPE_HELP),
@@ -330,13 +330,13 @@ def compare(
 
 def _compare_all(ctx: typer.Context, command, recipe: Path, **resolved) -> None:
     """`compare --all`: each recipe run in turn, with the other options of this command line."""
-    from jsbench.compare import PER_RUN_OPTIONS, read_recipe, recipe_run_command, recipe_run_options, validate_all_options
+    from jsbench.compare import read_recipe, recipe_run_command, recipe_run_options, validate_all_options
 
     try:
         from typer._click.core import ParameterSource
     except ImportError:  # typer on the click package
         from click.core import ParameterSource
-    validate_all_options([n for n in PER_RUN_OPTIONS if ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE], ctx.params.get("report"))
+    validate_all_options([n for n in ctx.params if ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE], ctx.params.get("report"))
     codes = []
     for run in read_recipe(recipe):
         err.print(f"[bold]{recipe_run_command(run)}[/]", highlight=False, soft_wrap=True)

@@ -20,6 +20,7 @@ def option(default, help: str, **metadata):
     return field(default=default, metadata={"help": help, **metadata})
 
 
+MODEL_HELP = "Hub id or local folder of the backbone's weights."
 DEVICE_HELP = "torch device, e.g. cpu, cuda, cuda:1 (default: cpu for analytic, cuda if available otherwise)."
 DTYPE_HELP = "Backbone dtype: bf16, fp16 or fp32 (default: bf16 on CUDA, fp32 on CPU). The policy and its schedules stay fp32."
 OFFLOAD_HELP = "Keep the backbone's networks on the CPU and move each to the GPU while it runs (diffusers' model CPU offload; for 24-48 GB GPUs)."
@@ -30,7 +31,7 @@ DECODE_HELP = "Images per VAE decode call (default: the backbone's; a 1024^2 ima
 @dataclass
 class TrainConfig:
     backbone: str = option("analytic", "Backbone name (analytic, sdxl, sd35-medium, flux-dev, ...).")
-    model: str | None = option(None, "Hub id or local folder of the backbone's weights.")
+    model: str | None = option(None, MODEL_HELP)
     steps: int = option(5, "Step budget N: the policy outputs N increments.")
     baseline: str = option("js", "Reward baseline: none, rloo, xctx, js (James–Stein, Efron–Morris; needs --contexts >= 3) or js-plugin (the paper's plug-in, for comparison).")
     reward: str = option("geneval", "Reward to maximise (geneval, ocr, ...).")
