@@ -620,7 +620,6 @@ def _score_schedules(backbone, suite, items: list, seeds: list[int], schedules: 
         chunk = rows[start : start + batch]
         cache.append((backbone.encode([it.prompt for it, _ in chunk]), backbone.initial_noise([s for _, s in chunk])))
     for c, sig in enumerate(schedules):
-        check_sigmas(sig[None])  # as evaluation checks: a zero step never reaches the sampler
         scores = []
         for start, (cond, x_T) in zip(range(0, len(rows), batch), cache):
             chunk_items = row_items[start : start + batch]
