@@ -134,14 +134,13 @@ def clock(backbone, steps: int) -> Clock:
     """The backbone's clock at N steps: flow time (analytic, SD3, Flux) or SD-XL's VE sigma."""
     default = backbone.default_sigmas(steps, torch.zeros(1, 1))[0].detach().to("cpu", torch.float64)
     if _is_discrete(backbone):
-        from jsbench.backbones.sdxl_clock import flow_from_ve
+        from jsbench.backbones.sdxl_clock import flow_sigmas_from_ve
 
         ve_start = float(backbone.ve_start(steps))
-        t_start = ve_start / (1.0 + ve_start)
         native = backbone.ve_sigmas(default[None].to(torch.float32))[0].detach().to("cpu", torch.float64)
 
         def from_native(s: torch.Tensor) -> torch.Tensor:
-            return flow_from_ve(s.to(torch.float64)) / t_start
+            return flow_sigmas_from_ve(s, ve_start)
 
         config_min, config_max = backbone.scheduler_sigma_range()
         return Clock(steps, native, from_native, config_min, config_max)
