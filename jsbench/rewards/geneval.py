@@ -2,11 +2,12 @@
 
 A scorer knows a prompt set's GenEval metadata and turns images into GenEval verdicts (1.0 correct, 0.0
 not) with the rules of `jsbench.scoring.geneval`:
-- `WorldGenEvalScorer`: the embedded world's prompts (or a GenEval metadata file over them) and its exact
-  detector on the rendered pixels (`jsbench.world.detect`, or a backbone's own world: `geneval_world`).
+- `WorldGenEvalScorer`: the embedded world's prompts and its exact detector on the rendered pixels
+  (`jsbench.world.detect`, or a backbone's own world: `geneval_world`).
 - `RealGenEvalScorer`: GenEval's official prompts (or any metadata file), a real detector and GenEval's
   CLIP colour rule (`jsbench.rewards.detectors`), loaded on first scoring, local files only.
-The suite (`jsbench.suites.geneval`) adds items, splits and aggregation on top of these classes.
+The suite (`jsbench.suites.geneval`) adds items, splits, aggregation and (on the embedded world) a GenEval
+metadata file over the world's prompts on top of these classes.
 """
 
 from __future__ import annotations
@@ -38,16 +39,13 @@ class WorldGenEvalScorer:
                 f"the embedded-world geneval suite runs on backbones that draw the embedded world (analytic, scenes-dit); use load_suite('geneval', backbone) for {backbone.name!r}"
             )
         from jsbench.world.detect import detect
-        from jsbench.world.scenes import make_prompts, split_prompts
+        from jsbench.world.scenes import make_prompts
 
         # a backbone may draw a variant of the world with its own prompts and detector (`detail`)
         self._world = backbone.geneval_world if backbone is not None else None
         self._detect = self._world.detect if self._world is not None else detect
         self._prompts = self._world.geneval_prompts() if self._world is not None else make_prompts()
-        self._split = split_prompts
         self._by_prompt = {p["prompt"]: p for p in self._prompts}
-
-    _file_prompts: list[dict] | None = None  # set by `use_metadata`
 
     def provenance(self) -> dict:
         """The world's exact detector finds objects and their colours from the rendered pixels."""
@@ -55,31 +53,6 @@ class WorldGenEvalScorer:
 
         detector = getattr(self._world, "detector_id", WORLD_ID)
         return {"detector": detector, "color_model": WORLD_ID}
-
-    def use_metadata(self, path):
-        """Evaluate on a GenEval metadata file (hand-edited rules included) instead of the world's test
-        split. Its prompts must be ones the world draws, its classes and colours the world's: a
-        detector that can never see a class would score 0 in silence, so such a line is refused."""
-        from jsbench.scoring.geneval_prompts import load_metadata
-        from jsbench.world import parse_prompt
-        from jsbench.world.scenes import COLORS, SHAPES
-
-        def check(entry: dict) -> str | None:
-            try:
-                (self._world().validate if self._world is not None else parse_prompt)(entry["prompt"])
-            except JsbenchError:
-                return f"the analytic world cannot draw {entry['prompt']!r} (its prompts: `jsbench prompts --suite geneval --split all`)"
-            for field in ("include", "exclude"):
-                for i, req in enumerate(entry.get(field, [])):
-                    if req["class"] not in SHAPES:
-                        return f"{field}[{i}].class {req['class']!r} is not a shape the analytic world draws ({', '.join(SHAPES)})"
-                    if "color" in req and req["color"] not in COLORS:
-                        return f"{field}[{i}].color {req['color']!r} is not a colour of the analytic world ({', '.join(COLORS)})"
-            return None
-
-        self._file_prompts = load_metadata(path, check=check)
-        self._by_prompt = {**self._by_prompt, **{p["prompt"]: p for p in self._file_prompts}}
-        return self
 
     def metadata(self, prompt: str) -> dict:
         meta = self._by_prompt.get(prompt)

@@ -28,6 +28,7 @@ from typing import Sequence
 
 import torch
 
+from jsbench import JsbenchError
 from jsbench.rewards.geneval import RealGenEvalScorer, WorldGenEvalScorer, draws_embedded_world
 from jsbench.scoring.geneval import TASKS
 from jsbench.splits import mean_stderr
@@ -39,8 +40,38 @@ class GenEvalSuite(WorldGenEvalScorer):
     name = "geneval"
     primary_metric = "correct"
 
+    _file_prompts: list[dict] | None = None  # set by `use_metadata`
+
+    def use_metadata(self, path) -> "GenEvalSuite":
+        """Evaluate on a GenEval metadata file (hand-edited rules included) instead of the world's test
+        split. Its prompts must be ones the world draws, its classes and colours the world's: a
+        detector that can never see a class would score 0 in silence, so such a line is refused."""
+        from jsbench.scoring.geneval_prompts import load_metadata
+        from jsbench.world import parse_prompt
+        from jsbench.world.scenes import COLORS, SHAPES
+
+        def check(entry: dict) -> str | None:
+            try:
+                (self._world().validate if self._world is not None else parse_prompt)(entry["prompt"])
+            except JsbenchError:
+                return f"the analytic world cannot draw {entry['prompt']!r} (its prompts: `jsbench prompts --suite geneval --split all`)"
+            for field in ("include", "exclude"):
+                for i, req in enumerate(entry.get(field, [])):
+                    if req["class"] not in SHAPES:
+                        return f"{field}[{i}].class {req['class']!r} is not a shape the analytic world draws ({', '.join(SHAPES)})"
+                    if "color" in req and req["color"] not in COLORS:
+                        return f"{field}[{i}].color {req['color']!r} is not a colour of the analytic world ({', '.join(COLORS)})"
+            return None
+
+        self._file_prompts = load_metadata(path, check=check)
+        self._by_prompt = {**self._by_prompt, **{p["prompt"]: p for p in self._file_prompts}}
+        return self
+
     def items(self, split: str = "test") -> list[EvalItem]:
-        prompts = self._split(self._prompts, split)
+        from jsbench.world.scenes import split_prompts
+
+        # the scene world's split, for a backbone's own world's prompts (`detail`) too
+        prompts = split_prompts(self._prompts, split)
         if self._file_prompts is not None:  # like GenEval: the file is the benchmark; train never sees it
             held = {p["prompt"] for p in self._file_prompts}
             prompts = self._file_prompts if split in ("test", "all") else [p for p in prompts if p["prompt"] not in held]
