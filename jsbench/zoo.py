@@ -513,8 +513,10 @@ def oss_search(backbone, cond, x_T: torch.Tensor, steps: int, teacher: torch.Ten
     exactly N strictly decreasing grid points, so the result is valid by construction.
     Returns (sigmas [N+1] float32, endpoint cost).
     """
+    from jsbench.backbones.base import eval_batch_size
+
     velocity, work = _velocity_fn(backbone)
-    chunk = chunk or backbone.eval_batch or 64  # rows per model call: what the backbone declares fits in memory
+    chunk = chunk or eval_batch_size(backbone)  # rows per model call: what the backbone declares fits in memory
     M = teacher.numel() - 1
     if not 1 <= steps <= M:
         raise ZooError(f"oss: {steps} student steps need a teacher with at least as many steps (teacher has {M})")
