@@ -17,6 +17,7 @@ import torch
 from test_geneval_real import RGB, _tiny_owl, oracle_classifier
 
 from jsbench import JsbenchError
+from jsbench.backbones import listing_backbone
 from jsbench.rewards.detectors import (
     OFFICIAL_DETECTOR_ID,
     ColorClassifier,
@@ -29,7 +30,7 @@ from jsbench.scoring.geneval import CLASSES, Detection, evaluate_detections, gro
 from jsbench.suites import load_suite
 from jsbench.scoring.geneval_prompts import OFFICIAL_SHA256
 
-REAL = SimpleNamespace(name="sdxl", device=torch.device("cpu"), draws_embedded_world=False, geneval_world=None)
+REAL = SimpleNamespace(**{**vars(listing_backbone("sdxl")), "device": torch.device("cpu")})  # sdxl as listed, on the CPU
 
 
 # ------------------------------------------------------------------------------------------ prompts

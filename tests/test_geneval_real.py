@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from jsbench import JsbenchError
+from jsbench.backbones import listing_backbone
 from jsbench.rewards.clip import ClipModel
 from jsbench.rewards.detectors import ColorClassifier, MMDetDetector, OwlDetector, WorldDetector, nms, owl_postprocess
 from jsbench.scoring.geneval import Detection
@@ -33,7 +34,7 @@ from jsbench.scoring.geneval_prompts import (
     validate_entry,
 )
 
-REAL = SimpleNamespace(name="sdxl", device=torch.device("cpu"), draws_embedded_world=False, geneval_world=None)
+REAL = SimpleNamespace(**{**vars(listing_backbone("sdxl")), "device": torch.device("cpu")})  # sdxl as listed, on the CPU
 
 
 # ------------------------------------------------------------------------------------------ prompts
