@@ -97,7 +97,8 @@ class Hpdv2Suite:
 
         self._prompts = load_hpdv2_prompts(prompts_dir)
         self._reward = reward
-        # v2.0 or v2.1 (default $JSBENCH_HPS_VERSION, else v2.1), resolved now so provenance names it
+        # v2.0 or v2.1 (default $JSBENCH_HPS_VERSION, else v2.1), resolved now: a bad version fails when the
+        # suite is built, not at first scoring, and $JSBENCH_HPS_VERSION is read once, here
         self._reward_options = {"checkpoint": checkpoint, "version": hps_version(version)}
 
     def provenance(self) -> dict:
