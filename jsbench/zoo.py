@@ -496,8 +496,7 @@ def _velocity_fn(backbone) -> tuple[Callable, torch.dtype]:
     its state in (`velocity_dtype`: float64 for the embedded world, float32 otherwise)."""
     if backbone.velocity is None:
         raise ZooError(f"oss: needs the velocity of a flow-matching backbone (analytic, scenes-dit, sd35, flux); {backbone.name} has none")
-    work = backbone.velocity_dtype or torch.float32
-    return (lambda x, s, c: backbone.velocity(x, s, c).to(work)), work
+    return backbone.velocity, backbone.velocity_dtype
 
 
 @torch.no_grad()

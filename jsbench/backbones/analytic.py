@@ -44,6 +44,7 @@ class AnalyticBackbone:
         self.device = pick_device(device, default="cpu")  # the embedded world runs on the CPU unless told
         self.dtype = torch.float32
         self.world = EmbeddedWorld()
+        self._velocity_table = None  # `velocity`'s mixture table for the last prompt set it was called on
 
     @property
     def pooled_dim(self) -> int:
@@ -80,7 +81,7 @@ class AnalyticBackbone:
         """The exact flow velocity (x - E[x_0 | x_t]) / t, float64, of each row under its prompt's mixture."""
         # one mixture table per distinct prompt set (building it is the slow part), rows gathered from it
         unique = tuple(dict.fromkeys(cond.prompts))
-        cached = self.__dict__.get("_velocity_table")
+        cached = self._velocity_table
         if cached is None or cached[0] != (unique, x.device):
             table, rows_u = self.world.table(list(unique), dtype=torch.float64, device=x.device)
             cached = self._velocity_table = ((unique, x.device), table, dict(zip(unique, rows_u.tolist())))
