@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jsbench.backbones import backbone_class, declared_by_class, load_backbone  # noqa: E402
-from jsbench.backbones.tiny import TINY_KINDS, save_tiny_pipeline  # noqa: E402
+from jsbench.backbones.tiny import REAL_VAE_FACTOR, TINY_KINDS, save_tiny_pipeline  # noqa: E402
 from jsbench.io import add_result_options, write_result  # noqa: E402
 from jsbench.policy_features import full_size_config  # noqa: E402
 from jsbench.schedule import floor_increments, increments_from_sigmas, sigmas_from_increments  # noqa: E402
@@ -53,7 +53,7 @@ def full_size(kind: str) -> dict:
     `default_image_size` (8x VAE): [C, h, w], or Flux's packed [tokens, 4C] (2x2 patches)."""
     spec = dict(FULL_SIZE[kind])
     cls = backbone_class(kind)
-    side = cls.default_image_size // 8
+    side = cls.default_image_size // REAL_VAE_FACTOR
     c = spec["latent_channels"]
     spec["default_steps"] = cls.default_steps
     spec["text_len"] = spec["clip_len"] + int(cls.max_sequence_length)

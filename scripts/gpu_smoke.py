@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jsbench.backbones import backbone_class, load_backbone  # noqa: E402
-from jsbench.backbones.tiny import REAL_LATENT_SAMPLING, TINY_KINDS, TINY_SAMPLING, TINY_VAE_FACTOR, save_tiny_pipeline  # noqa: E402
+from jsbench.backbones.tiny import REAL_LATENT_SAMPLING, REAL_VAE_FACTOR, TINY_KINDS, TINY_SAMPLING, TINY_VAE_FACTOR, save_tiny_pipeline  # noqa: E402
 from jsbench.io import write_json_atomic  # noqa: E402
 from jsbench.rewards import register_reward  # noqa: E402
 from jsbench.schedule import check_sigmas, increments_from_sigmas, sigmas_from_increments  # noqa: E402
@@ -56,7 +56,7 @@ PROMPTS = [
 PARITY_SEEDS = [11, 12, 13]
 IMAGE_TOL_BF16 = 2.0**-8  # tests/tiny_pipelines.py IMAGE_TOLERANCE_BF16 (see scripts/parity_bounds.py)
 #: latent side of the real-VAE decode: the real models' default image (1024^2, as their adapters declare) / 8
-REAL_VAE_SIDE = max(backbone_class(kind).default_image_size for kind in TINY_KINDS) // 8
+REAL_VAE_SIDE = max(backbone_class(kind).default_image_size for kind in TINY_KINDS) // REAL_VAE_FACTOR
 #: steps of the train/eval stage at the real latent shapes: the backbone's own default, at most SD3.5/Flux's 28
 MAX_SMOKE_STEPS = 28
 
@@ -258,7 +258,7 @@ def real_vae(family: str):
 def decode_memory(family: str, latent_side: int, device, dtype) -> dict:
     vae = real_vae(family).to(device=device, dtype=dtype).eval()
     c = vae.config.latent_channels
-    out = {"pixels": latent_side * 8, "dtype": str(dtype)}
+    out = {"pixels": latent_side * REAL_VAE_FACTOR, "dtype": str(dtype)}
     for batch in (1, 2):
         lat = torch.randn(batch, c, latent_side, latent_side, device=device, dtype=dtype)
         with torch.no_grad():
@@ -296,7 +296,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cpu", action="store_true", help="dry run on the CPU: every stage at toy sizes (32 px, 4 steps, fp32)")
     ap.add_argument("--kinds", nargs="*", default=list(TINY_KINDS), help="tiny families to check (none: only the VAE decode)")
     ap.add_argument("--vae-side", type=int, default=None,
-                    help=f"latent side of the real-VAE decode (default {REAL_VAE_SIDE} = {8 * REAL_VAE_SIDE}^2; 8 with --cpu)")
+                    help=f"latent side of the real-VAE decode (default {REAL_VAE_SIDE} = {REAL_VAE_FACTOR * REAL_VAE_SIDE}^2; 8 with --cpu)")
     args = ap.parse_args(argv)
     start = time.perf_counter()
     if args.cpu:
