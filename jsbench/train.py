@@ -37,7 +37,7 @@ from jsbench.io import append_lines, replacing, write_json_atomic, write_text_at
 from jsbench.policy import SchedulePolicy, make_policy
 from jsbench.rewards import load_reward
 from jsbench.suites import load_suite
-from jsbench.train_config import TrainConfig  # the run's fields with their CLI help (torch-free, for `jsbench train --help`)
+from jsbench.train_config import TrainConfig, train_command  # the run's fields with their CLI help (torch-free, for `jsbench train --help`)
 
 TRAIN_SEED_BASE = 1_000_000  # training noise seeds live far from evaluation seeds (0..)
 
@@ -80,6 +80,8 @@ class Trainer:
         self.config = config
         self.out = Path(out)
         self.dist = dist or get_context()
+        if config.threads is not None:
+            torch.set_num_threads(config.threads)  # before anything is computed: sums depend on it
         validate_baseline(config.baseline, config.contexts, config.samples)  # B is the global batch
         if config.iters < 1:
             raise TrainError(f"--iters must be at least 1, got {config.iters}")
@@ -302,7 +304,12 @@ class Trainer:
             "reward": cfg.reward,
             "suite": cfg.suite,
             "train": asdict(cfg),
+            "command": train_command(cfg, str(directory or self.out)),
+            "torch_version": torch.__version__,
+            "threads": torch.get_num_threads(),
         }
+        if self.dist.is_main and self.log_path.exists():
+            manifest["convergence"] = convergence([r["reward"] for r in read_log(self.log_path)])
         path = Path(directory or self.out)
         if self.dist.is_main:
             self.policy.save(path, manifest)
@@ -312,6 +319,24 @@ class Trainer:
 
 def read_log(path: str | Path) -> list[dict]:
     return [json.loads(ln) for ln in Path(path).read_text().splitlines() if ln.strip()]
+
+
+CONVERGENCE_RULE = "training reward: mean of the last quarter of updates minus the third quarter, with its SE; converged when that rise is at most one SE"
+
+
+def convergence(rewards: list[float]) -> dict:
+    """Whether a run's training reward has stopped rising: the last quarter's mean minus the third
+    quarter's, with the SE of that difference (updates draw independent contexts, so their mean rewards
+    are treated as independent). Non-finite rewards (skipped updates) are left out."""
+    values = np.asarray(rewards, dtype=float)
+    q = len(values) // 4
+    third, last = values[2 * q:3 * q], values[3 * q:]
+    third, last = third[np.isfinite(third)], last[np.isfinite(last)]
+    if len(third) < 2 or len(last) < 2:
+        return {"delta": None, "se": None, "converged": False, "rule": CONVERGENCE_RULE, "updates": len(values)}
+    delta = float(last.mean() - third.mean())
+    se = float(math.sqrt(third.var(ddof=1) / len(third) + last.var(ddof=1) / len(last)))
+    return {"delta": delta, "se": se, "converged": bool(delta <= se), "rule": CONVERGENCE_RULE, "updates": len(values)}
 
 
 def smoothed(values: list[float], window: int = 20) -> list[float]:

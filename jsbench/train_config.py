@@ -53,3 +53,28 @@ class TrainConfig:
     offload: bool = option(False, OFFLOAD_HELP, flags=("--offload",))  # one network on the GPU at a time
     batch_size: int | None = option(None, BATCH_HELP, min=1)  # does not change B or K
     decode_chunk: int | None = option(None, DECODE_HELP, min=1)
+    # float sums (matmul reductions) depend on the thread count: a run is repeatable to the bit only with the
+    # same count, so the manifest records it and its command names it
+    threads: int | None = option(None, "CPU threads for torch (default: torch's own). Recorded: exact repeats need the same count.", min=1)
+
+
+# the fields `train_command` always names, so a manifest's command reads on its own
+_NAMED_FIELDS = ("backbone", "steps", "baseline", "policy", "reward", "suite", "iters", "contexts", "samples", "seed")
+
+
+def train_command(config: TrainConfig, out: str) -> str:
+    """The `jsbench train` command that repeats `config` into `out`: the named fields, then every field that
+    differs from its default."""
+    from dataclasses import fields
+
+    parts = ["jsbench train"]
+    for f in fields(TrainConfig):
+        value, flag = getattr(config, f.name), "--" + f.name.replace("_", "-")
+        if f.name not in _NAMED_FIELDS and value == f.default:
+            continue
+        if isinstance(value, bool):
+            parts.append(flag if value else f"--no-{flag[2:]}")
+        elif value is not None:
+            parts.append(f"{flag} {value}")
+    parts.append(f"--out {out}")
+    return " ".join(parts)

@@ -1,25 +1,45 @@
 #!/usr/bin/env bash
-# Train the policies shipped in policies/<backbone>/ (fixed seeds; the same command gives the same files).
-#   bash scripts/train_policies.sh                        # analytic, all budgets, all five policies
-#   STEPS="3" bash scripts/train_policies.sh              # one budget
-#   bash scripts/train_policies.sh scenes-dit             # the learned backbone (ITERS, POLICIES as below)
-#   POLICIES="js rloo" bash scripts/train_policies.sh     # a subset
+# Train the policies shipped in policies/<backbone>/<name>-n<steps>/seed<S>/: every learned row is the mean of
+# several training seeds. Each run's manifest records the one command that repeats it (one CPU thread: float
+# sums depend on the thread count), so the same command gives the same files.
+#   bash scripts/train_policies.sh                        # analytic: both budgets, five policies, seeds 0 1 2
+#   bash scripts/train_policies.sh detail                 # the positive control (3 steps, 1000 updates)
+#   bash scripts/train_policies.sh scenes-dit             # the learned backbone (3 steps, 100 updates)
+#   STEPS="3" SEEDS="0" POLICIES="js rloo" JOBS=2 bash scripts/train_policies.sh   # a subset, two at a time
+# Updates per backbone are where training reward has stopped rising (manifest "convergence": the last
+# quarter minus the third quarter of the log is at most one SE); every row of a backbone gets the same count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BACKBONE="${1:-analytic}"
-STEPS="${STEPS:-3 5}"
-ITERS="${ITERS:-200}"
+declare -A default_steps=([analytic]="3 5" [detail]="3" [scenes-dit]="3")
+declare -A default_iters=([analytic]=400 [detail]=1000 [scenes-dit]=100)
+declare -A default_policies=([analytic]="global js js-prompt rloo xctx" [detail]="global js js-prompt rloo" [scenes-dit]="global js rloo xctx")
+STEPS="${STEPS:-${default_steps[$BACKBONE]:-3}}"
+ITERS="${ITERS:-${default_iters[$BACKBONE]:-200}}"
+POLICIES="${POLICIES:-${default_policies[$BACKBONE]:-global js rloo}}"
+SEEDS="${SEEDS:-0 1 2}"
+JOBS="${JOBS:-1}"
 OUT="${OUT:-policies/$BACKBONE}"
-POLICIES="${POLICIES:-global js js-prompt rloo xctx}"
-common=(--backbone "$BACKBONE" --reward geneval --suite geneval --iters "$ITERS" --contexts 16 --samples 4 --seed 0 --no-progress)
 declare -A spec=([global]="js global" [js]="js instance" [js-prompt]="js prompt" [rloo]="rloo instance" [xctx]="xctx instance")
+runs=()
 for n in $STEPS; do
   for name in $POLICIES; do
     read -r baseline kind <<<"${spec[$name]}"
-    dir="$OUT/$name-n$n"
-    rm -rf "$dir"
-    echo "== $dir"
-    jsbench train "${common[@]}" --steps "$n" --baseline "$baseline" --policy "$kind" --out "$dir"
-    rm -f "$dir/checkpoint.pt"  # the shipped artefact is the policy + manifest + training log
+    for seed in $SEEDS; do
+      runs+=("$OUT/$name-n$n/seed$seed $n $baseline $kind $seed")
+    done
   done
 done
+train_one() {
+  read -r dir n baseline kind seed <<<"$1"
+  rm -rf "$dir"
+  mkdir -p "$(dirname "$dir")"
+  OMP_NUM_THREADS=1 jsbench train --backbone "$BACKBONE" --reward geneval --suite geneval --iters "$ITERS" \
+    --contexts 16 --samples 4 --seed "$seed" --threads 1 --no-progress \
+    --steps "$n" --baseline "$baseline" --policy "$kind" --out "$dir" >/dev/null
+  rm -f "$dir/checkpoint.pt"  # the shipped artefact is the policy + manifest + training log
+  echo "== $dir $(python -c "import json,sys; c=json.load(open(sys.argv[1]))['convergence']; print('converged' if c['converged'] else 'NOT converged', 'rise', round(c['delta'],4), 'se', round(c['se'],4))" "$dir/manifest.json")"
+}
+export -f train_one
+export BACKBONE ITERS
+printf '%s\n' "${runs[@]}" | xargs -P "$JOBS" -I{} bash -c 'train_one "$@"' _ {}
