@@ -297,6 +297,7 @@ class Trainer:
     def save_policy(self, directory: str | Path | None = None) -> Path:
         """Write the policy (rank 0 only under a launcher; every process returns the path)."""
         cfg = self.config
+        path = Path(directory or self.out)
         manifest = {
             "backbone": self.backbone.name,
             "model_id": self.backbone.model_id,
@@ -304,13 +305,12 @@ class Trainer:
             "reward": cfg.reward,
             "suite": cfg.suite,
             "train": asdict(cfg),
-            "command": train_command(cfg, str(directory or self.out)),
+            "command": train_command(cfg, str(path)),
             "torch_version": torch.__version__,
             "threads": torch.get_num_threads(),
         }
         if self.dist.is_main and self.log_path.exists():
             manifest["convergence"] = convergence([r["reward"] for r in read_log(self.log_path)])
-        path = Path(directory or self.out)
         if self.dist.is_main:
             self.policy.save(path, manifest)
         self.dist.barrier()  # no process reports the policy before it exists

@@ -69,7 +69,8 @@ def train_command(config: TrainConfig, out: str) -> str:
 
     parts = ["jsbench train"]
     for f in fields(TrainConfig):
-        value, flag = getattr(config, f.name), "--" + f.name.replace("_", "-")
+        # the option's own first name, as cli.config_options declares it
+        value, flag = getattr(config, f.name), f.metadata.get("flags", ("--" + f.name.replace("_", "-"),))[0]
         if f.name not in _NAMED_FIELDS and value == f.default:
             continue
         if isinstance(value, bool):
