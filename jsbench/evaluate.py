@@ -7,7 +7,7 @@ Schedule sources (`--schedule`):
   ceiling          the default schedule at `CEILING_STEPS` steps, or the backbone's `ceiling_steps`
                    (the many-step teacher analogue)
   karras[:RHO], exponential, beta[:A,B], ays, oss[:M], searched, file:PATH
-                   the schedule zoo (jsbench/zoo.py): diffusers' sigma families, Align Your Steps,
+                   the schedule zoo (jsbench/zoo/): diffusers' sigma families, Align Your Steps,
                    Optimal Stepsize Sampling, the searched global schedule, a user's schedule file
 Per-image scores of an interrupted run are kept in a side file and skipped on rerun, so an evaluation
 killed part-way loses nothing.

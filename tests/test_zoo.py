@@ -319,6 +319,7 @@ def test_oss_rows_are_teacher_subsets_and_beat_evenly_spaced_subsets(analytic, s
 
 def test_oss_is_cached_and_reused(analytic, monkeypatch):
     from jsbench import zoo
+    from jsbench.zoo import oss as zoo_oss
     from jsbench.suites import load_suite
 
     suite = load_suite("geneval", analytic)
@@ -329,7 +330,7 @@ def test_oss_is_cached_and_reused(analytic, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("recomputed although cached")
 
-    monkeypatch.setattr(zoo, "oss_search", boom)
+    monkeypatch.setattr(zoo_oss, "oss_search", boom)
     torch.testing.assert_close(oss_sigmas(analytic, suite, 3, teacher_steps=16, prompts=3, seeds=1), first)
     with pytest.raises(AssertionError, match="recomputed"):  # another key (teacher) is a fresh computation
         oss_sigmas(analytic, suite, 3, teacher_steps=24, prompts=3, seeds=1)
@@ -345,7 +346,7 @@ def test_oss_needs_a_suite_and_a_flow_backbone(analytic):
         name = "other"
         velocity = None
 
-    from jsbench.zoo import _velocity_fn
+    from jsbench.zoo.oss import velocity_fn as _velocity_fn
 
     with pytest.raises(ZooError, match="needs the velocity"):
         _velocity_fn(NoVelocity())
@@ -357,6 +358,7 @@ def test_oss_needs_a_suite_and_a_flow_backbone(analytic):
 
 def test_searched_improves_on_default_on_its_training_prompts_and_is_cached(analytic):
     from jsbench import zoo
+    from jsbench.zoo import oss as zoo_oss
     from jsbench.suites import load_suite
 
     suite = load_suite("geneval", analytic)
@@ -413,8 +415,9 @@ def test_eval_runs_oss_and_file_on_scenes_dit(cli, tmp_path, monkeypatch):
     prompts.write_text("a photo of a red circle\na photo of two squares\n")
     (tmp_path / "per.json").write_text(json.dumps({"a photo of a red circle": [1, 0.8, 0.4, 0], "a photo of two squares": [1, 0.7, 0.2, 0]}))
     from jsbench import zoo
+    from jsbench.zoo import oss as zoo_oss
 
-    monkeypatch.setattr(zoo, "oss_sigmas", _small_oss(zoo.oss_sigmas))
+    monkeypatch.setattr(zoo_oss, "oss_sigmas", _small_oss(zoo_oss.oss_sigmas))
     for spec in ("oss", f"file:{tmp_path / 'per.json'}"):
         code, out, err = cli("eval", "--backbone", "scenes-dit", "--steps", "3", "--seeds", "1", "--prompts-file", str(prompts),
                              "--schedule", spec, "--no-progress")
