@@ -120,7 +120,7 @@ def resolve_schedule(spec: str, backbone, steps: int, suite=None, log=None) -> S
         return ScheduleSource(spec, label, steps, make, checksum)
     raise EvalError(
         f"unknown schedule {spec!r}: use default, ceiling, uniform, shift:S, policy:PATH, karras[:RHO], exponential, "
-        "beta[:A,B], ays, oss[:M], searched or file:PATH"
+        "beta[:A,B], ays, oss[:M], oss-mean[:M], oss-image[:M], searched or file:PATH"
     )
 
 
@@ -212,7 +212,7 @@ def sample_source(backbone, source: ScheduleSource, x_T: torch.Tensor, cond) -> 
     """One sampler call along the source's schedules for these rows (checked: a zero step never reaches
     the sampler); the images evaluation scores."""
     sigmas = source.make(x_T, cond)
-    check_sigmas(sigmas)
+    check_sigmas(sigmas, free_start=backbone.clock_kind == "flow")
     return backbone.sample(x_T, cond, sigmas)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from jsbench.results import PROVENANCE_FIELDS, Record, latest, paired_metrics
 
 METHOD_ORDER = ["default", "uniform", "global", "js", "js (prompt-only)", "js-plugin", "rloo", "xctx", "none"]
-ZOO_ORDER = {k: i for i, k in enumerate(["karras", "exponential", "beta", "ays", "oss", "searched", "file"])}
+ZOO_ORDER = {k: i for i, k in enumerate(["karras", "exponential", "beta", "ays", "oss", "oss-mean", "oss-image", "searched", "file"])}
 
 
 def method_rank(method: str) -> tuple:

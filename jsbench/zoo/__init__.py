@@ -38,7 +38,7 @@ from jsbench.zoo.cache import schedules_dir
 from jsbench.zoo.clock import Clock, ZooError, clock
 from jsbench.zoo.families import family_sigmas
 from jsbench.zoo.files import ScheduleFile, read_schedule_file
-from jsbench.zoo.oss import oss_search, oss_sigmas
+from jsbench.zoo.oss import oss_image_source, oss_mean_search, oss_mean_sigmas, oss_paths, oss_sigmas, reference_median
 from jsbench.zoo.registry import ZOO_MODULES, zoo_kind
 from jsbench.zoo.searched import search_global_schedule, searched_sigmas
 
@@ -52,8 +52,12 @@ __all__ = [
     "ays_sigmas",
     "ScheduleFile",
     "read_schedule_file",
-    "oss_search",
+    "oss_paths",
+    "reference_median",
     "oss_sigmas",
+    "oss_mean_search",
+    "oss_mean_sigmas",
+    "oss_image_source",
     "search_global_schedule",
     "searched_sigmas",
     "zoo_source_row",
@@ -63,8 +67,9 @@ __all__ = [
 ]
 
 ZOO_KINDS = tuple(ZOO_MODULES)
-#: rows `jsbench compare` adds by default (ays only where the family has one)
-DEFAULT_ZOO = ("karras", "ays", "oss", "searched")
+#: rows `jsbench compare` adds by default (ays only where the family has one, oss-image only on the embedded
+#: worlds: elsewhere it costs a teacher trajectory per image, so it runs only when named in --zoo)
+DEFAULT_ZOO = ("karras", "ays", "oss", "oss-image", "searched")
 
 
 def zoo_source_row(spec: str, backbone, steps: int, suite=None, log=None):
@@ -93,16 +98,21 @@ def parse_zoo(text: str) -> list[str]:
 
 def zoo_rows(specs: list[str], backbone, steps: int, log=None) -> list[str]:
     """The zoo specs that exist for this backbone at N steps (ays only where the family has one and the
-    budget fits its clock, oss only where the backbone has a flow velocity); each skip is logged."""
+    budget fits its clock, the oss rows only where the backbone has a flow velocity); from the default list,
+    opt-in rows (oss-image off the embedded worlds) are left out. Each skip is logged."""
     keep = []
+    by_default = tuple(specs) == DEFAULT_ZOO
     for spec in specs:
         kind = zoo_kind(spec.partition(":")[0])
         try:
             if kind.available is not None:
                 kind.available(backbone, steps)
+            why = kind.opt_in(backbone) if (by_default and kind.opt_in is not None) else None
         except ZooError as exc:
+            why = str(exc)
+        if why:
             if log:
-                log(f"  skipping {spec}: {exc}")
+                log(f"  skipping {spec}: {why}")
             continue
         keep.append(spec)
     return keep

@@ -31,8 +31,10 @@ def cache_path(kind: str, backbone, suite_name: str, steps: int) -> Path:
     return schedules_dir() / backbone.name / f"{kind}-{suite_name}-n{steps}.json"
 
 
-def cached_row(kind: str, backbone, suite_name: str, steps: int, key: dict, compute: Callable[[], tuple[torch.Tensor, dict]], log=None) -> torch.Tensor:
-    """The cached row when its key matches, else compute, write atomically and return it."""
+def cached_row(kind: str, backbone, suite_name: str, steps: int, key: dict, compute: Callable[[], tuple[torch.Tensor, dict]], log=None,
+               free_start: bool = False) -> torch.Tensor:
+    """The cached row when its key matches, else compute, write atomically and return it (`free_start`: the
+    row may start below 1, see `schedule.check_sigmas`)."""
     from jsbench.io import write_text_atomic
 
     path = cache_path(kind, backbone, suite_name, steps)
@@ -41,7 +43,7 @@ def cached_row(kind: str, backbone, suite_name: str, steps: int, key: dict, comp
             stored = json.loads(path.read_text())
             if stored.get("key") == key:
                 row = torch.tensor(stored["sigmas"], dtype=torch.float32)
-                check_sigmas(row[None])
+                check_sigmas(row[None], free_start=free_start)
                 if row.numel() == steps + 1:
                     return row
         except (json.JSONDecodeError, KeyError, TypeError, ValueError, ScheduleError):
@@ -50,7 +52,7 @@ def cached_row(kind: str, backbone, suite_name: str, steps: int, key: dict, comp
         log(f"{kind}: computing the {steps}-step schedule for {backbone.name} on {suite_name} (cached to {path})")
     start = time.perf_counter()
     row, info = compute()
-    check_sigmas(row[None])
+    check_sigmas(row[None], free_start=free_start)
     payload = {"kind": kind, "backbone": backbone.name, "model_id": backbone.model_id, "suite": suite_name, "steps": steps,
                "sigmas": [float(v) for v in row.tolist()], "key": key, "seconds": round(time.perf_counter() - start, 1), **info}
     write_text_atomic(path, json.dumps(payload, indent=1) + "\n")  # creates the folder

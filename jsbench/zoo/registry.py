@@ -3,7 +3,8 @@
 A builder `build(spec, backbone, steps, suite=None, log=None) -> (label, make, checksum)` turns a
 `--schedule` spec into what `evaluate.resolve_schedule` runs: `make(x_T, cond) -> [B, N+1]` sigmas on
 x_T's device. `available(backbone, steps)` (optional) raises ZooError where the row does not exist for
-this backbone, so `jsbench compare` skips it with the reason logged.
+this backbone, so `jsbench compare` skips it with the reason logged. `opt_in(backbone)` (optional) returns
+why the row is left out of compare's *default* zoo on this backbone (its cost), or None where it is in.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ ZOO_MODULES: dict[str, str] = {
     "beta": "jsbench.zoo.families",
     "ays": "jsbench.zoo.ays",
     "oss": "jsbench.zoo.oss",
+    "oss-mean": "jsbench.zoo.oss",
+    "oss-image": "jsbench.zoo.oss",
     "searched": "jsbench.zoo.searched",
     "file": "jsbench.zoo.files",
 }
@@ -34,16 +37,17 @@ ZOO_MODULES: dict[str, str] = {
 class ZooKind:
     build: Callable
     available: Callable | None = None
+    opt_in: Callable | None = None
 
 
 _REGISTRY: Registry = Registry("zoo schedule", ZooError, ZOO_MODULES, package="jsbench.zoo")
 
 
-def register_zoo(name: str, available: Callable | None = None) -> Callable:
+def register_zoo(name: str, available: Callable | None = None, opt_in: Callable | None = None) -> Callable:
     """Decorator: register `build` as the zoo source `name` (see the module docstring)."""
 
     def deco(build: Callable) -> Callable:
-        _REGISTRY.register(name)(ZooKind(build, available))
+        _REGISTRY.register(name)(ZooKind(build, available, opt_in))
         return build
 
     return deco
