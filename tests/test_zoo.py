@@ -368,6 +368,8 @@ def test_searched_improves_on_default_on_its_training_prompts_and_is_cached(anal
     assert stored["sigmas"] == row.tolist()
     assert stored["train_score"] >= stored["default_train_score"]
     assert stored["key"]["metric"] == suite.primary_metric
+    seeds = stored["key"]["seeds"]
+    assert len(seeds) == len(set(seeds)) == stored["train_rows"] == 12  # each training image its own noise
 
 
 # ---- sources and the command line ---------------------------------------------------------------------
