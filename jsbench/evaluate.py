@@ -6,9 +6,10 @@ Schedule sources (`--schedule`):
   uniform          uniform flow-time steps;  shift:S  the SD3/Flux shift S applied to them
   ceiling          the default schedule at `CEILING_STEPS` steps, or the backbone's `ceiling_steps`
                    (the many-step teacher analogue)
-  karras[:RHO], exponential, beta[:A,B], ays, oss[:M], searched, file:PATH
+  karras[:RHO], exponential, beta[:A,B], ays, oss[:M], oss-mean[:M], oss-image[:M], searched, file:PATH
                    the schedule zoo (jsbench/zoo/): diffusers' sigma families, Align Your Steps,
-                   Optimal Stepsize Sampling, the searched global schedule, a user's schedule file
+                   Optimal Stepsize Sampling (recipe, batch-mean, per image), the searched global
+                   schedule, a user's schedule file
 Per-image scores of an interrupted run are kept in a side file and skipped on rerun, so an evaluation
 killed part-way loses nothing.
 """

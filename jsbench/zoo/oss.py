@@ -17,8 +17,11 @@ behaviours of the reference are kept: (1) free start: at level 1 the source may 
 its state the initial noise entered at the teacher's time p (so a row's first level may lie below 1;
 the flow backbones run such a row from x_T at that level); the noise stays a source at every level;
 (2) a level's costs start from the previous level's, so a point keeps its fewer-step state unless k
-steps land strictly closer; (3) the trace-back reads level k's parent table for the k-th step, which
-can repeat the first grid point (a zero-length first step; such a step changes nothing). Ties keep the
+steps land strictly closer; (3) the trace-back reads level k's parent table for the k-th step, so where a
+point kept a fewer-step state the traced path is not the one whose cost the DP kept (measured on 32
+training samples at 3 steps, M = 200: 18 of 32 on analytic, 14 of 32 on detail; their traced rows reach
+the teacher's endpoint with mean squared error 0.0038 and 0.0069 where the DP's costs say 0.0019 and
+0.0043), and it could repeat the first grid point (a zero-length step, refused here; not seen). Ties keep the
 source nearest the noise (the reference visits sources from the noise on and replaces only on a strictly
 lower cost). The DP keeps one state per grid point, so it is not a search over all N-step subsets.
 
