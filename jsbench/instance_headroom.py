@@ -12,7 +12,8 @@ and step budget:
 All three are the suite's overall number (the mean of task means) of paired per-image differences: the
 rows are scored on the same prompts and noises. Error bars: a seeded bootstrap that resamples prompts
 within each task (an image's noises stay with their prompt), so the SE counts the prompt clustering;
-the share's interval is the bootstrap percentile interval of the ratio (a headroom near 0 makes it wide).
+the share's interval is the bootstrap percentile interval of the ratio. Where the headroom's interval
+reaches 0 or below, the share is None: there is no headroom to recover.
 """
 
 from __future__ import annotations
@@ -80,15 +81,16 @@ def instance_headroom(path: Path, backbone: str, steps: int, instance: str = "js
         idx = np.concatenate([rng.choice(m, size=m.size, replace=True) for m in members])
         boot_head[b] = _overall(head[idx], task_index[idx], len(names))
         boot_gain[b] = _overall(gain[idx], task_index[idx], len(names))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        boot_share = boot_gain / boot_head
     h, g = _overall(head, task_index, len(names)), _overall(gain, task_index, len(names))
 
     def summary(point, draws):
-        lo, hi = np.nanpercentile(draws, [2.5, 97.5])
-        return {"value": point, "se": float(np.nanstd(draws, ddof=1)), "ci95": [float(lo), float(hi)]}
+        lo, hi = np.percentile(draws, [2.5, 97.5])
+        return {"value": point, "se": float(np.std(draws, ddof=1)), "ci95": [float(lo), float(hi)]}
 
-    share = summary(g / h if h != 0 else float("nan"), boot_share)
-    share.pop("se")  # a ratio's SE is not meaningful when its denominator's interval nears 0: the interval is
+    headroom = summary(h, boot_head)
+    share = None  # a share of a headroom that may be 0 or negative is not a number worth printing
+    if headroom["ci95"][0] > 0:
+        lo, hi = np.percentile(boot_gain / boot_head, [2.5, 97.5])  # every draw's headroom is > 0 here
+        share = {"value": g / h, "ci95": [float(lo), float(hi)]}
     return {"backbone": backbone, "steps": steps, "instance": instance, "global": global_row, "prompts": P, "seeds": S,
-            "bootstrap": bootstrap, "seed": seed, "headroom": summary(h, boot_head), "gain": summary(g, boot_gain), "share": share}
+            "bootstrap": bootstrap, "seed": seed, "headroom": headroom, "gain": summary(g, boot_gain), "share": share}

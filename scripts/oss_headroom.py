@@ -44,8 +44,8 @@ def main() -> int:
     print("|---|---|---|---|---|")
     for r in results:
         h, g, s = r["headroom"], r["gain"], r["share"]
-        print(f"| {r['backbone']} | {r['steps']} | {h['value']:+.3f} ± {h['se']:.3f} | {g['value']:+.3f} ± {g['se']:.3f} | "
-              f"{s['value']:.2f} ({s['ci95'][0]:.2f} to {s['ci95'][1]:.2f}) |")
+        share = f"{s['value']:.2f} ({s['ci95'][0]:.2f} to {s['ci95'][1]:.2f})" if s else "– (no headroom > 0)"
+        print(f"| {r['backbone']} | {r['steps']} | {h['value']:+.3f} ± {h['se']:.3f} | {g['value']:+.3f} ± {g['se']:.3f} | {share} |")
     print(f"± : bootstrap SE over prompts resampled within tasks ({results[0]['bootstrap']} draws, seed 0)")
     return 0
 

@@ -37,6 +37,14 @@ def test_headroom_gain_and_share_by_hand(tmp_path):
     assert r["headroom"]["se"] > 0 and r["headroom"]["ci95"][0] <= 0.375 <= r["headroom"]["ci95"][1]
     # task b has one prompt: resampling within tasks never moves its (zero) contribution
     assert r["headroom"]["ci95"][1] <= 0.5 + 1e-12
+    assert r["share"]["ci95"][0] <= 1 / 3 <= r["share"]["ci95"][1]
+
+
+def test_no_share_without_headroom(tmp_path):
+    path = _write(tmp_path / "s.jsonl", [_entry("oss", [1] * 6), _entry("oss-image", [1, 1, 0, 1, 1, 1]),
+                                         _entry("global", [0] * 6), _entry("js", [1, 0, 0, 0, 0, 0])])
+    r = instance_headroom(path, "w", 3, bootstrap=200)
+    assert r["headroom"]["value"] < 0 and r["share"] is None
 
 
 def test_refuses_missing_rows_and_unpaired_rows(tmp_path):
