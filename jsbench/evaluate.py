@@ -6,9 +6,10 @@ Schedule sources (`--schedule`):
   uniform          uniform flow-time steps;  shift:S  the SD3/Flux shift S applied to them
   ceiling          the default schedule at `CEILING_STEPS` steps, or the backbone's `ceiling_steps`
                    (the many-step teacher analogue)
-  karras[:RHO], exponential, beta[:A,B], ays, oss[:M], searched, file:PATH
-                   the schedule zoo (jsbench/zoo.py): diffusers' sigma families, Align Your Steps,
-                   Optimal Stepsize Sampling, the searched global schedule, a user's schedule file
+  karras[:RHO], exponential, beta[:A,B], ays, oss[:M], oss-mean[:M], oss-image[:M], searched, file:PATH
+                   the schedule zoo (jsbench/zoo/): diffusers' sigma families, Align Your Steps,
+                   Optimal Stepsize Sampling (recipe, batch-mean, per image), the searched global
+                   schedule, a user's schedule file
 Per-image scores of an interrupted run are kept in a side file and skipped on rerun, so an evaluation
 killed part-way loses nothing.
 """
@@ -120,7 +121,7 @@ def resolve_schedule(spec: str, backbone, steps: int, suite=None, log=None) -> S
         return ScheduleSource(spec, label, steps, make, checksum)
     raise EvalError(
         f"unknown schedule {spec!r}: use default, ceiling, uniform, shift:S, policy:PATH, karras[:RHO], exponential, "
-        "beta[:A,B], ays, oss[:M], searched or file:PATH"
+        "beta[:A,B], ays, oss[:M], oss-mean[:M], oss-image[:M], searched or file:PATH"
     )
 
 
@@ -212,7 +213,7 @@ def sample_source(backbone, source: ScheduleSource, x_T: torch.Tensor, cond) -> 
     """One sampler call along the source's schedules for these rows (checked: a zero step never reaches
     the sampler); the images evaluation scores."""
     sigmas = source.make(x_T, cond)
-    check_sigmas(sigmas)
+    check_sigmas(sigmas, free_start=backbone.clock_kind == "flow")
     return backbone.sample(x_T, cond, sigmas)
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from jsbench.results import PROVENANCE_FIELDS, Record, latest, paired_metrics
 
 METHOD_ORDER = ["default", "uniform", "global", "js", "js (prompt-only)", "js-plugin", "rloo", "xctx", "none"]
-ZOO_ORDER = {k: i for i, k in enumerate(["karras", "exponential", "beta", "ays", "oss", "searched", "file"])}
+ZOO_ORDER = {k: i for i, k in enumerate(["karras", "exponential", "beta", "ays", "oss", "oss-mean", "oss-image", "searched", "file"])}
 
 
 def method_rank(method: str) -> tuple:
@@ -27,7 +27,7 @@ def method_rank(method: str) -> tuple:
     if method.startswith("shift"):
         return (0, 1.5, method)
     zoo = ZOO_ORDER.get(method.split(" ")[0].split(":")[0])
-    if zoo is not None:  # the schedule zoo (jsbench/zoo.py): after the hand-made rows, before the learned ones
+    if zoo is not None:  # the schedule zoo (jsbench/zoo/): after the hand-made rows, before the learned ones
         return (0, 1.6 + 0.05 * zoo, method)
     if method.startswith("ceiling"):
         return (2, 0, method)

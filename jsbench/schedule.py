@@ -90,13 +90,19 @@ def shifted_sigmas(steps: int, shift: float, batch: int = 1, dtype=torch.float32
     return shift_sigmas(uniform_sigmas(steps, batch, torch.float64), shift).to(dtype=dtype, device=device)
 
 
-def check_sigmas(sigmas: torch.Tensor, min_increment: float = 0.0) -> None:
-    """Raise ScheduleError unless every row starts at 1, ends at 0 and strictly decreases."""
+def check_sigmas(sigmas: torch.Tensor, min_increment: float = 0.0, free_start: bool = False) -> None:
+    """Raise ScheduleError unless every row starts at 1, ends at 0 and strictly decreases.
+
+    `free_start`: a row may start at any level in (0, 1], the initial noise entered at that flow time (OSS's
+    free start, `jsbench.zoo.oss`); flow-time samplers run such a row from x_T at its first level."""
     if sigmas.dim() != 2 or sigmas.shape[-1] < 2:
         raise ScheduleError(f"sigmas must be [batch, steps+1] with steps >= 1, got shape {tuple(sigmas.shape)}")
     if not torch.isfinite(sigmas).all():
         raise ScheduleError("schedule contains NaN or infinite sigmas")
-    if not torch.allclose(sigmas[:, 0], torch.ones_like(sigmas[:, 0]), atol=1e-6):
+    if free_start:
+        if ((sigmas[:, 0] <= 0) | (sigmas[:, 0] > 1 + 1e-6)).any():
+            raise ScheduleError("every schedule must start at a sigma in (0, 1]")
+    elif not torch.allclose(sigmas[:, 0], torch.ones_like(sigmas[:, 0]), atol=1e-6):
         raise ScheduleError("every schedule must start at sigma = 1")
     if (sigmas[:, -1] != 0).any():
         raise ScheduleError("every schedule must end at sigma = 0")

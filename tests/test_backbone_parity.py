@@ -146,8 +146,12 @@ def test_sample_rejects_invalid_schedules(bb):
         bb.sample(x, cond, bad)
     with pytest.raises(ScheduleError):
         bb.sample(x, cond, uniform_sigmas(3, batch=3))
+    start = torch.tensor([[0.9, 0.5, 0.0], [1.0, 0.5, 0.0]])
+    if bb.clock_kind == "flow":  # flow time: a row may start below 1, x_T entering there (OSS's free start)
+        assert bb.sample(x, cond, start).shape[0] == 2
+        start = torch.tensor([[1.2, 0.5, 0.0], [1.0, 0.5, 0.0]])
     with pytest.raises(ScheduleError):
-        bb.sample(x, cond, torch.tensor([[0.9, 0.5, 0.0], [1.0, 0.5, 0.0]]))
+        bb.sample(x, cond, start)
 
 
 # ---- the default schedules, checked against the formulas they are supposed to implement ----------------

@@ -28,7 +28,7 @@ from jsbench.zoo import (  # noqa: E402
     ZooError,
     ays_sigmas,
     family_sigmas,
-    oss_search,
+    oss_mean_search,
     oss_sigmas,
     read_schedule_file,
     searched_sigmas,
@@ -282,7 +282,7 @@ def test_oss_two_steps_is_the_brute_force_optimum(analytic):
     """With N = 2 the DP's recursion is exhaustive: its endpoint equals the best of all 2-step paths."""
     cond, x_T = _small_batch(analytic)
     teacher = analytic.default_sigmas(12, x_T)[0]
-    row, cost = oss_search(analytic, cond, x_T, 2, teacher)
+    row, cost = oss_mean_search(analytic, cond, x_T, 2, teacher)
     check_sigmas(row[None])
     assert set(row.tolist()) <= set(teacher.tolist())
     costs = {q: _endpoint_mse(analytic, cond, x_T, torch.stack([teacher[0], teacher[q], teacher[-1]]), teacher) for q in range(1, 12)}
@@ -295,11 +295,11 @@ def test_oss_calls_the_model_on_at_most_the_backbones_eval_batch(analytic, monke
     """A backbone that declares how many rows fit (Flux: 8) is never sent more per velocity call."""
     cond, x_T = _small_batch(analytic)
     teacher = analytic.default_sigmas(8, x_T)[0]
-    want, _ = oss_search(analytic, cond, x_T, 3, teacher)
+    want, _ = oss_mean_search(analytic, cond, x_T, 3, teacher)
     rows, velocity = [], analytic.velocity
     monkeypatch.setattr(analytic, "eval_batch", 3)
     monkeypatch.setattr(analytic, "velocity", lambda x, s, c: rows.append(x.shape[0]) or velocity(x, s, c))
-    got, _ = oss_search(analytic, cond, x_T, 3, teacher)
+    got, _ = oss_mean_search(analytic, cond, x_T, 3, teacher)
     assert rows and max(rows) <= 3
     assert torch.equal(got, want)  # rows never interact: the batching changes memory, not the schedule
 
@@ -308,7 +308,7 @@ def test_oss_calls_the_model_on_at_most_the_backbones_eval_batch(analytic, monke
 def test_oss_rows_are_teacher_subsets_and_beat_evenly_spaced_subsets(analytic, steps):
     cond, x_T = _small_batch(analytic)
     teacher = analytic.default_sigmas(20, x_T)[0]
-    row, cost = oss_search(analytic, cond, x_T, steps, teacher)
+    row, cost = oss_mean_search(analytic, cond, x_T, steps, teacher)
     check_sigmas(row[None])
     assert row.shape == (steps + 1,)
     assert set(row.tolist()) <= set(teacher.tolist())
@@ -319,6 +319,7 @@ def test_oss_rows_are_teacher_subsets_and_beat_evenly_spaced_subsets(analytic, s
 
 def test_oss_is_cached_and_reused(analytic, monkeypatch):
     from jsbench import zoo
+    from jsbench.zoo import oss as zoo_oss
     from jsbench.suites import load_suite
 
     suite = load_suite("geneval", analytic)
@@ -329,7 +330,7 @@ def test_oss_is_cached_and_reused(analytic, monkeypatch):
     def boom(*a, **k):
         raise AssertionError("recomputed although cached")
 
-    monkeypatch.setattr(zoo, "oss_search", boom)
+    monkeypatch.setattr(zoo_oss, "oss_paths", boom)
     torch.testing.assert_close(oss_sigmas(analytic, suite, 3, teacher_steps=16, prompts=3, seeds=1), first)
     with pytest.raises(AssertionError, match="recomputed"):  # another key (teacher) is a fresh computation
         oss_sigmas(analytic, suite, 3, teacher_steps=24, prompts=3, seeds=1)
@@ -345,7 +346,7 @@ def test_oss_needs_a_suite_and_a_flow_backbone(analytic):
         name = "other"
         velocity = None
 
-    from jsbench.zoo import _velocity_fn
+    from jsbench.zoo.oss import velocity_fn as _velocity_fn
 
     with pytest.raises(ZooError, match="needs the velocity"):
         _velocity_fn(NoVelocity())
@@ -357,6 +358,7 @@ def test_oss_needs_a_suite_and_a_flow_backbone(analytic):
 
 def test_searched_improves_on_default_on_its_training_prompts_and_is_cached(analytic):
     from jsbench import zoo
+    from jsbench.zoo import oss as zoo_oss
     from jsbench.suites import load_suite
 
     suite = load_suite("geneval", analytic)
@@ -366,6 +368,8 @@ def test_searched_improves_on_default_on_its_training_prompts_and_is_cached(anal
     assert stored["sigmas"] == row.tolist()
     assert stored["train_score"] >= stored["default_train_score"]
     assert stored["key"]["metric"] == suite.primary_metric
+    seeds = stored["key"]["seeds"]
+    assert len(seeds) == len(set(seeds)) == stored["train_rows"] == 12  # each training image its own noise
 
 
 # ---- sources and the command line ---------------------------------------------------------------------
@@ -388,11 +392,11 @@ def test_zoo_sources_resolve_with_labels_and_checksums(analytic, tmp_path):
 def test_eval_runs_oss_and_file_on_analytic(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("JSBENCH_SCHEDULES", str(tmp_path / "cache"))
     (tmp_path / "mine.csv").write_text("1,0.6,0.3,0\n")
-    for spec in ("oss:16", f"file:{tmp_path / 'mine.csv'}"):
+    for spec in ("oss:16", "oss-mean:16", "oss-image:16", f"file:{tmp_path / 'mine.csv'}"):
         code, out, err = cli("eval", "--steps", "3", "--seeds", "1", "--schedule", spec, "--no-progress")
         assert code == 0, err
     records = [json.loads(line) for line in (tmp_path / "results" / "records.jsonl").read_text().splitlines()]
-    assert {r["method"] for r in records} == {"oss", "file:mine.csv"}
+    assert {r["method"] for r in records} == {"oss", "oss-mean", "oss-image", "file:mine.csv"}
     assert list((tmp_path / "cache" / "analytic").glob("oss-geneval-n3.json"))
 
 
@@ -413,8 +417,9 @@ def test_eval_runs_oss_and_file_on_scenes_dit(cli, tmp_path, monkeypatch):
     prompts.write_text("a photo of a red circle\na photo of two squares\n")
     (tmp_path / "per.json").write_text(json.dumps({"a photo of a red circle": [1, 0.8, 0.4, 0], "a photo of two squares": [1, 0.7, 0.2, 0]}))
     from jsbench import zoo
+    from jsbench.zoo import oss as zoo_oss
 
-    monkeypatch.setattr(zoo, "oss_sigmas", _small_oss(zoo.oss_sigmas))
+    monkeypatch.setattr(zoo_oss, "oss_sigmas", _small_oss(zoo_oss.oss_sigmas))
     for spec in ("oss", f"file:{tmp_path / 'per.json'}"):
         code, out, err = cli("eval", "--backbone", "scenes-dit", "--steps", "3", "--seeds", "1", "--prompts-file", str(prompts),
                              "--schedule", spec, "--no-progress")
@@ -440,7 +445,7 @@ def test_oss_on_scenes_dit_is_valid_and_beats_evenly_spaced(monkeypatch):
     bb = _scenes_dit()
     cond, x_T = _small_batch(bb, prompts=2, seeds=(0,))
     teacher = bb.default_sigmas(10, x_T)[0]
-    row, cost = oss_search(bb, cond, x_T, 3, teacher)
+    row, cost = oss_mean_search(bb, cond, x_T, 3, teacher)
     check_sigmas(row[None])
     assert set(row.tolist()) <= set(teacher.tolist())
     even = teacher[torch.tensor([0, 3, 7, 10])]

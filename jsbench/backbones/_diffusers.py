@@ -368,7 +368,7 @@ class DiffusersBackbone:
             # sigmas near 1 merge): schedules stay float32/float64 up to here, the adapter alone converts them
             raise ScheduleError(f"{self.name}: sigmas must be float32 or float64, got {sigmas.dtype}")
         sigmas = sigmas.to(self.device, torch.float32)
-        check_sigmas(sigmas)
+        check_sigmas(sigmas, free_start=self.clock_kind == "flow")  # flow time: x_T enters at sigma_0
         steps = sigmas.shape[1] - 1
         if steps > self.max_steps:
             raise ScheduleError(f"{self.name} accepts at most {self.max_steps} steps, got {steps}")
@@ -493,7 +493,7 @@ class FlowMatchBackbone(DiffusersBackbone):
 
     @torch.no_grad()
     def sample_latents(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:
-        """Euler from sigmas[:, 0] = 1 to sigmas[:, N] = 0, one network call per step for the whole batch.
+        """Euler from sigmas[:, 0] (1, or a free start below it) to sigmas[:, N] = 0, one network call per step for the whole batch.
 
         Mirrors FlowMatchEulerDiscreteScheduler.step: the state is upcast to float32, the step
         dt * v is formed as the scheduler forms it (`mul_as_scheduler`), and the result is cast back.

@@ -72,7 +72,7 @@ class AnalyticBackbone:
         return shifted_sigmas(steps, math.exp(self.default_mu), batch=x_T.shape[0], dtype=self.dtype, device=self.device)
 
     def sample_latents(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:
-        check_sigmas(sigmas)
+        check_sigmas(sigmas, free_start=True)  # x_T enters at sigma_0 (OSS free start)
         table, rows = self.world.table(cond.prompts, dtype=torch.float64, device=self.device)
         return euler_flow(table, x_T.to(torch.float64), rows, sigmas.to(self.device, torch.float64)).to(self.dtype)
 

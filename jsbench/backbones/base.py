@@ -76,7 +76,7 @@ class Backbone(Protocol):
     dx/dsigma the backbone's sampler integrates at flow time sigma (guidance included, no gradient), row r with
     cond's row r. A method on the backbones whose clock is flow time (the embedded worlds: the exact posterior;
     SD3.5, Flux, scenes-dit: the transformer); None where the sampler integrates another clock (SD-XL). The
-    schedule zoo's OSS needs it (`jsbench.zoo._velocity_fn`)."""
+    schedule zoo's OSS needs it (`jsbench.zoo.oss.velocity_fn`)."""
     velocity_dtype: torch.dtype | None
     """The precision the sampler keeps its state in, in which `velocity` returns (float64 for the embedded
     worlds, float32 for the diffusers adapters, which upcast the state each step); None without a velocity."""

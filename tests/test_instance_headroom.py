@@ -1,0 +1,57 @@
+"""instance_headroom: oss-image − oss, the learned policy's gain over global, and the share, from per-image
+scores; hand-computed on a tiny scores file."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jsbench.instance_headroom import HeadroomError, headroom_sections, instance_headroom
+
+
+def _entry(method, scores, steps=3, seeds=(0, 1)):
+    # two tasks: prompts p0, p1 in task a; p2 in task b; two seeds each (scores prompt-major)
+    return {"backbone": "w", "model_id": "m", "steps": steps, "method": method, "metric": "correct",
+            "prompts": ["p0", "p1", "p2"], "tasks": ["a", "a", "b"], "seeds": list(seeds), "scores": scores, "values": {}}
+
+
+def _write(path, entries):
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    return path
+
+
+def test_headroom_gain_and_share_by_hand(tmp_path):
+    path = _write(tmp_path / "s.jsonl", [
+        _entry("oss", [0, 0, 0, 1, 1, 1]),
+        _entry("oss-image", [1, 1, 1, 1, 1, 1]),    # per prompt +1, +0.5, 0 -> task a +0.75, b 0 -> overall 0.375
+        _entry("global", [0, 0, 0, 0, 0, 0]),
+        _entry("js", [1, 0, 0, 0, 0, 0]),           # per prompt +0.5, 0, 0 -> task a 0.25, b 0 -> overall 0.125
+        _entry("oss", [0] * 6, steps=5),
+    ])
+    assert headroom_sections(path) == [("w", 3)]
+    r = instance_headroom(path, "w", 3, bootstrap=400)
+    assert r["headroom"]["value"] == pytest.approx(0.375)
+    assert r["gain"]["value"] == pytest.approx(0.125)
+    assert r["share"]["value"] == pytest.approx(1 / 3)
+    assert r["headroom"]["se"] > 0 and r["headroom"]["ci95"][0] <= 0.375 <= r["headroom"]["ci95"][1]
+    # task b has one prompt: resampling within tasks never moves its (zero) contribution
+    assert r["headroom"]["ci95"][1] <= 0.5 + 1e-12
+    assert r["share"]["ci95"][0] <= 1 / 3 <= r["share"]["ci95"][1]
+
+
+def test_no_share_without_headroom(tmp_path):
+    path = _write(tmp_path / "s.jsonl", [_entry("oss", [1] * 6), _entry("oss-image", [1, 1, 0, 1, 1, 1]),
+                                         _entry("global", [0] * 6), _entry("js", [1, 0, 0, 0, 0, 0])])
+    r = instance_headroom(path, "w", 3, bootstrap=200)
+    assert r["headroom"]["value"] < 0 and r["share"] is None
+
+
+def test_refuses_missing_rows_and_unpaired_rows(tmp_path):
+    path = _write(tmp_path / "s.jsonl", [_entry("oss", [0] * 6), _entry("oss-image", [0] * 6), _entry("global", [0] * 6)])
+    with pytest.raises(HeadroomError, match="no js row"):
+        instance_headroom(path, "w", 3)
+    path = _write(tmp_path / "t.jsonl", [_entry("oss", [0] * 6), _entry("oss-image", [0] * 6), _entry("global", [0] * 6),
+                                         _entry("js", [0] * 6, seeds=(5, 6))])
+    with pytest.raises(HeadroomError, match="other prompts or seeds"):
+        instance_headroom(path, "w", 3)
