@@ -34,9 +34,30 @@ import sys
 import tempfile
 import time
 import traceback
+from importlib.util import find_spec
 from pathlib import Path
 
-import torch
+#: what the stages import: the GPU image's packages plus diffusers (from .whl/); never scipy, OCR or CLIP extras
+NEEDED = ("torch", "diffusers", "transformers", "accelerate", "safetensors")
+
+
+def missing_packages(names=NEEDED) -> list[str]:
+    """The packages of `names` that cannot be imported here (checked before any of them is imported)."""
+    def absent(name: str) -> bool:
+        try:
+            return find_spec(name) is None
+        except ImportError:  # a finder that refuses the name
+            return True
+
+    return [name for name in names if absent(name)]
+
+
+if __name__ == "__main__" and missing_packages():
+    print(f"gpu_smoke: missing packages: {', '.join(missing_packages())} (scripts/gpu_smoke.sh installs diffusers "
+          "from .whl/)", file=sys.stderr)
+    sys.exit(2)
+
+import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
