@@ -519,7 +519,7 @@ def oss_search(backbone, cond, x_T: torch.Tensor, steps: int, teacher: torch.Ten
     M = teacher.numel() - 1
     if not 1 <= steps <= M:
         raise ZooError(f"oss: {steps} student steps need a teacher with at least as many steps (teacher has {M})")
-    grid = teacher.to(torch.float32).cpu().to(work)  # the float32 sigmas the sampler would run
+    grid = teacher.to(torch.float32).to(x_T.device, work)  # the float32 sigmas the sampler would run, beside the states
     B = x_T.shape[0]
     x0 = x_T.to(work)
 
@@ -571,7 +571,7 @@ def oss_search(backbone, cond, x_T: torch.Tensor, steps: int, teacher: torch.Ten
     for k in range(steps, 0, -1):
         path.append(parents[k - 1][path[-1]])
     path = path[::-1]  # grid indices from 0 (noise) to M (clean)
-    row = grid[path].to(torch.float32)
+    row = grid[path].to("cpu", torch.float32)  # one host copy; the cache writes it as JSON
     row[0], row[-1] = 1.0, 0.0
     check_sigmas(row[None])
     return row, best_cost[M]
