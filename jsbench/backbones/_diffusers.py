@@ -203,13 +203,21 @@ def seeded_normal(seeds: Sequence[int], shape: Sequence[int], dtype: torch.dtype
 def mul_as_scheduler(rows: torch.Tensor, t: torch.Tensor, scalar_first: bool = True) -> torch.Tensor:
     """`rows * t` computed the way a scheduler's `sigma * t` (or `t * sigma`) is, sigma a 0-dim float32 CPU tensor.
 
-    Schedulers keep their sigmas on the CPU in float32 and multiply model-dtype tensors by one entry at a
-    time. Torch does not promote for a 0-dim operand, so the product has t's dtype, and how the scalar
-    enters depends on the device and on the operand order: on CUDA a CPU scalar is read in full
-    precision (one rounding of the product); on a CPU tensor only a scalar in *second* position is
-    (`t * sigma`), while a first-position scalar (`sigma * t`) is first rounded to t's dtype. We hold a
-    sigma per row ([B, 1, ...] float32), which *would* promote, so the rules are reproduced explicitly.
-    In float32 they all give the same product.
+    Schedulers multiply model-dtype tensors by one float32 sigma (or dt) at a time. Torch does not promote
+    for a 0-dim operand, so the product has t's dtype, and how the scalar enters depends on where it lives
+    and on the operand order: a CPU scalar times a CUDA tensor is read in full precision (one rounding of
+    the product); on a CPU tensor only a scalar in *second* position is (`t * sigma`), while a
+    first-position scalar (`sigma * t`) is first rounded to t's dtype. We hold a sigma per row
+    ([B, 1, ...] float32), which *would* promote, so the rules are reproduced explicitly. In float32 they
+    all give the same product.
+
+    Where the sigmas live differs by scheduler: EulerDiscreteScheduler (SD-XL) keeps them on the CPU, so on
+    CUDA its products are the full-precision ones computed here. FlowMatchEulerDiscreteScheduler (SD3.5,
+    Flux) keeps the sigmas `set_timesteps` makes on the pipeline's device, so on CUDA in bf16 the pipeline
+    rounds dt to bf16 before `dt * v` while this function (CUDA branch) does not: jsbench's step is the
+    more exact one and may differ from the pipeline's by one bf16 ulp of dt per step. The parity with the
+    diffusers pipelines is therefore exact on the CPU only (where both round the same way); on CUDA it holds
+    to the bf16 tolerance of the parity tests.
     """
     if t.dtype == torch.float32:
         return rows * t
