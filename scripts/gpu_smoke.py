@@ -82,6 +82,15 @@ REAL_VAE_SIDE = max(backbone_class(kind).default_image_size for kind in TINY_KIN
 MAX_SMOKE_STEPS = 28
 
 
+def _version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
 # ---- a reward and a suite that need nothing but torch ------------------------------------------------------
 
 
@@ -334,6 +343,7 @@ def main(argv=None) -> int:
     result: dict = {
         "device": device.type if args.cpu else torch.cuda.get_device_name(0), "dtype": str(dtype), "torch": torch.__version__,
         "diffusers": diffusers.__version__, "transformers": transformers.__version__, "python": platform.python_version(),
+        "accelerate": _version("accelerate"), "huggingface_hub": _version("huggingface-hub"),
         "dry_run": args.cpu, "families": {}, "vae_decode": {}, "failures": [],
     }
 
