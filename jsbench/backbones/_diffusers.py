@@ -282,7 +282,7 @@ class DiffusersBackbone:
 
     def __init__(
         self, model: str | None = None, device: str | torch.device | None = None, dtype: torch.dtype | None = None,
-        offload: bool = False, decode_chunk: int | None = None,
+        offload: bool = False, decode_chunk: int | None = None, guidance: float | None = None,
     ):
         import diffusers
 
@@ -303,7 +303,12 @@ class DiffusersBackbone:
         self.height = int(extras.get("height", h))
         self.width = int(extras.get("width", w))
         self.max_sequence_length = int(extras.get("max_sequence_length", self.max_sequence_length))
-        self.guidance_scale = float(extras.get("guidance_scale", self.default_guidance))
+        self.guidance_scale = float(extras.get("guidance_scale", self.default_guidance))  # the pipeline's own
+        self._check_variant()
+        if guidance is not None:
+            if not self.takes_guidance():
+                raise BackboneLoadError(f"{self.name}: {self.model_id} takes no guidance scale; drop --guidance")
+            self.guidance_scale = float(guidance)
         for module in self._networks():
             module.requires_grad_(False)
             module.eval()
@@ -311,6 +316,17 @@ class DiffusersBackbone:
     # ---- hooks --------------------------------------------------------------------------------------
     def _default_resolution(self) -> tuple[int, int]:
         raise NotImplementedError
+
+    def _check_variant(self) -> None:
+        """Refuse (BackboneLoadError, one line) weights of another variant than the backbone's name says."""
+
+    def takes_guidance(self) -> bool:
+        """Whether the denoiser uses a guidance scale (CFG or a guidance embedding)."""
+        return True
+
+    def recorded_guidance(self) -> float | None:
+        """The guidance scale sampled with, for records and manifests; None where the model takes none."""
+        return self.guidance_scale if self.takes_guidance() else None
 
     def shift_mu(self) -> float | None:
         """The resolution-dependent shift mu the scheduler applies at the current size (Flux-Dev's dynamic
