@@ -87,7 +87,7 @@ class Trainer:
             raise TrainError(f"--contexts {config.contexts} is fewer than the {self.dist.world_size} processes: each needs at least one")
         device = pick_device(config.device, dist=self.dist)  # one accelerator per process; None: the backbone's default
         self.backbone = backbone or load_backbone(
-            config.backbone, config.model, device, dtype=config.dtype, offload=config.offload, decode_chunk=config.decode_chunk,
+            config.backbone, config.model, device, dtype=config.dtype, offload=config.offload_mode or config.offload, decode_chunk=config.decode_chunk,
             guidance=config.guidance,
         )
         if config.batch_size is not None and config.batch_size < 1:

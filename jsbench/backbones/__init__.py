@@ -71,11 +71,11 @@ def parse_dtype(dtype):
 
 
 def load_backbone(
-    name: str, model: str | None = None, device: str | None = None, *, dtype=None, offload: bool = False,
+    name: str, model: str | None = None, device: str | None = None, *, dtype=None, offload: bool | str = False,
     decode_chunk: int | None = None, guidance: float | None = None,
 ) -> Backbone:
-    """The registered backbone `name`. `dtype` (None: bf16 on CUDA, fp32 elsewhere), `offload` (diffusers'
-    model CPU offload) and `decode_chunk` (images per VAE call) are passed only when set, so a backbone
+    """The registered backbone `name`. `dtype` (None: bf16 on CUDA, fp32 elsewhere), `offload` (True or
+    "model": diffusers' model CPU offload; "text", "sequential": see `_diffusers.load_pipeline`) and `decode_chunk` (images per VAE call) are passed only when set, so a backbone
     whose factory does not take them still loads with the defaults and refuses them in one line. `guidance`
     (None: the pipeline's own scale) is the guidance scale the diffusers backbones sample with."""
     import inspect

@@ -75,9 +75,13 @@ def load_pipeline(
 
     `model` is a hub id ("owner/name", looked up in the cache) or a folder written by `save_pretrained`.
     Returns (pipeline on `device` in `dtype`, sampling defaults read from an optional `jsbench.json`).
-    With `offload`, the networks stay on the CPU and diffusers' `enable_model_cpu_offload` moves each one
-    to `device` while it runs (one network resident at a time: for 24-48 GB GPUs).
+    `offload` (see `offload_mode`): "model", the networks stay on the CPU and diffusers'
+    `enable_model_cpu_offload` moves each one to `device` while it runs (one network resident at a time);
+    "sequential", diffusers' `enable_sequential_cpu_offload` (one layer at a time: for cards that cannot hold
+    the transformer, much slower); "text", everything on `device` except the text encoders, which the
+    backbone moves there only to encode (T5-XXL's 8.9 GiB is not resident while sampling). Set up once here.
     """
+    offload = offload_mode(offload, backbone)
     path = Path(model).expanduser()
     offline = _env_flag("HF_HUB_OFFLINE") or _env_flag("TRANSFORMERS_OFFLINE")
     allow_download = _env_flag("JSBENCH_ALLOW_DOWNLOAD") and not offline
@@ -133,14 +137,40 @@ def load_pipeline(
             if floats and dtype not in floats:
                 with _quiet_diffusers():  # its "should be kept in float32: []" warning says nothing here
                     module.to(dtype=dtype)
-    if offload:
+    if offload in ("model", "sequential"):
         try:
-            pipe.enable_model_cpu_offload(device=device)
-        except (ImportError, RuntimeError, ValueError) as exc:
-            raise BackboneLoadError(f"{backbone}: --offload failed ({str(exc).splitlines()[0][:160]})") from None
+            if offload == "model":
+                pipe.enable_model_cpu_offload(device=device)
+            else:
+                pipe.enable_sequential_cpu_offload(device=device)
+        except (ImportError, RuntimeError, ValueError, TypeError) as exc:  # TypeError: accelerate vs torch versions
+            raise BackboneLoadError(f"{backbone}: --offload-mode {offload} failed ({str(exc).splitlines()[0][:160]})") from None
     else:
         pipe.to(device)
+        if offload == "text":
+            for module in text_encoders(pipe):
+                module.to("cpu")
     return pipe, extras
+
+
+#: --offload-mode values (`load_pipeline`); `--offload` is "model"
+OFFLOAD_MODES = ("text", "model", "sequential")
+
+
+def offload_mode(offload, backbone: str = "backbone") -> str | None:
+    """`offload` as one of OFFLOAD_MODES or None: True is "model" (the `--offload` flag), False/None none."""
+    if offload is None or offload is False:
+        return None
+    if offload is True:
+        return "model"
+    if offload not in OFFLOAD_MODES:
+        raise BackboneLoadError(f"{backbone}: unknown --offload-mode {offload!r}: use {', '.join(OFFLOAD_MODES)}")
+    return offload
+
+
+def text_encoders(pipe) -> list[torch.nn.Module]:
+    """The pipeline's text encoders (text_encoder, text_encoder_2, text_encoder_3 where present)."""
+    return [m for name, m in pipe.components.items() if name.startswith("text_encoder") and isinstance(m, torch.nn.Module)]
 
 
 class _quiet_diffusers:
@@ -289,7 +319,8 @@ class DiffusersBackbone:
         self.device = pick_device(device, default=AUTO)  # CUDA when there is one
         self.dtype = dtype or default_dtype(self.device)
         self.model_id = model or self.default_model_id
-        self.offload = bool(offload)
+        self.offload = offload_mode(offload, self.name)  # None, "text", "model" or "sequential"
+        self._prompt_cache: dict[str, Condition] = {}  # "text" offload: prompt -> its encoding, on the CPU
         if decode_chunk is not None:
             self.decode_chunk = int(decode_chunk)
         pipeline_cls = getattr(diffusers, self.pipeline_class_name)
@@ -368,7 +399,9 @@ class DiffusersBackbone:
         """Images [B, 3, H, W] float32 in [0, 1]: one batched sampler loop, then `decode_chunk` rows per VAE call.
 
         Images come back on the backbone's device, except under `offload`, where they are gathered on the CPU
-        (a 1024^2 float32 image is 12 MiB: 512 of them would not fit beside a 24 GB GPU's weights).
+        (a 1024^2 float32 image is 12 MiB: 512 of them would not fit beside a 24 GB GPU's weights). The
+        offload hooks are set up once, at load: calling the pipeline's `maybe_free_model_hooks` here would
+        re-install them and move every network back to the CPU after each sampler chunk.
         """
         latents = self.sample_latents(x_T, cond, sigmas)
         chunk = max(1, int(self.decode_chunk))
@@ -376,9 +409,37 @@ class DiffusersBackbone:
         for start in range(0, latents.shape[0], chunk):
             image = self.decode(latents[start : start + chunk])
             parts.append(image.cpu() if self.offload else image)
-        if self.offload:
-            self.pipe.maybe_free_model_hooks()  # as the pipeline does at the end of __call__
         return torch.cat(parts, dim=0)
+
+    def encode(self, prompts: Sequence[str]) -> Condition:
+        """The adapter's `_encode_prompts`. Under "text" offload the text encoders are moved to the device for
+        the call and back, and each prompt is encoded once: its embeddings are cached on the CPU (compare
+        samples every row on the same prompts), in one batch per call for the prompts not seen yet."""
+        prompts = list(prompts)
+        if self.offload != "text":
+            return self._encode_prompts(prompts)
+        missing = [p for p in dict.fromkeys(prompts) if p not in self._prompt_cache]
+        if missing:
+            encoders = text_encoders(self.pipe)
+            try:
+                for module in encoders:
+                    module.to(self.device)
+                fresh = self._encode_prompts(missing)
+            finally:
+                for module in encoders:
+                    module.to("cpu")
+            for i, prompt in enumerate(missing):
+                row = fresh.take([i])
+                self._prompt_cache[prompt] = Condition([prompt], row.pooled.cpu(), {k: v.cpu() for k, v in row.tensors.items()})
+        rows = [self._prompt_cache[p] for p in prompts]
+        return Condition(
+            prompts=prompts,
+            pooled=torch.cat([r.pooled for r in rows]).to(self.device),
+            tensors={k: torch.cat([r.tensors[k] for r in rows]).to(self.device) for k in rows[0].tensors},
+        )
+
+    def _encode_prompts(self, prompts: list[str]) -> Condition:
+        raise NotImplementedError
 
     def _check_batch(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:
         if x_T.shape[0] != len(cond) or sigmas.shape[0] != x_T.shape[0]:

@@ -85,7 +85,7 @@ class FluxBackbone(FlowMatchBackbone):
             scheduler.set_timesteps(sigmas=sigmas, mu=mu)
 
     @torch.no_grad()
-    def encode(self, prompts: Sequence[str]) -> Condition:
+    def _encode_prompts(self, prompts: Sequence[str]) -> Condition:
         """CLIP pooled + T5 sequence through the pipeline's own `encode_prompt`; the policy reads CLIP's pooled."""
         prompts = list(prompts)
         prompt_embeds, pooled, _text_ids = self.pipe.encode_prompt(

@@ -88,7 +88,7 @@ class SD35Backbone(FlowMatchBackbone):
             raise BackboneLoadError(f"{self.name}: the transformer of {self.model_id} is a {large_depth}-layer MMDiT: these are SD3.5 Large weights; use --backbone sd35-large")
 
     @torch.no_grad()
-    def encode(self, prompts: Sequence[str]) -> Condition:
+    def _encode_prompts(self, prompts: Sequence[str]) -> Condition:
         prompts = list(prompts)
         pe, npe, pooled, npooled = self.pipe.encode_prompt(
             prompt=prompts, prompt_2=None, prompt_3=None, device=self.device, num_images_per_prompt=1,

@@ -158,7 +158,7 @@ class SDXLBackbone(DiffusersBackbone):
 
     # ---- protocol -----------------------------------------------------------------------------------
     @torch.no_grad()
-    def encode(self, prompts: Sequence[str]) -> Condition:
+    def _encode_prompts(self, prompts: Sequence[str]) -> Condition:
         prompts = list(prompts)
         pe, npe, pooled, npooled = self.pipe.encode_prompt(
             prompt=prompts, prompt_2=None, device=self.device, num_images_per_prompt=1,
