@@ -77,13 +77,14 @@ _ROOT_HELP = "the nearest folder at or above the current one holding policies/ o
 
 
 def _backbone(name: str, model: Optional[str], device: Optional[str], dtype: Optional[str] = None, offload: bool | str = False,
-              decode_chunk: Optional[int] = None, progress: bool = True, guidance: Optional[float] = None):
+              decode_chunk: Optional[int] = None, progress: bool = True, guidance: Optional[float] = None, share_with=None):
     from jsbench.backbones import load_backbone
     from jsbench.progress import quiet_model_loading
 
     quiet_model_loading(show_bars=progress)  # --no-progress also hides the libraries' loading bars
 
-    return load_backbone(name, model, device, dtype=dtype, offload=offload, decode_chunk=decode_chunk, guidance=guidance)
+    return load_backbone(name, model, device, dtype=dtype, offload=offload, decode_chunk=decode_chunk, guidance=guidance,
+                         share_with=share_with)
 
 
 # the backbone options of eval, compare and schedules plot, declared once: name -> typer.Option's arguments (the
@@ -303,7 +304,9 @@ def compare(
     bb = _backbone(backbone, model, device, dtype, offload_mode or offload, decode_chunk, progress, guidance)
     s = load_suite(suite, bb)
     # a distilled row samples at its own pipeline's guidance (Flux-Schnell takes none)
-    others = [_backbone(name, other_model or None, device, dtype, offload_mode or offload, decode_chunk, progress) for name, _, other_model in (d.partition("=") for d in distilled)]
+    # ... and shares the main pipeline's text encoders, tokenizers and VAE where their files are identical
+    share = bb if hasattr(bb, "pipe") else None
+    others = [_backbone(name, other_model or None, device, dtype, offload_mode or offload, decode_chunk, progress, share_with=share) for name, _, other_model in (d.partition("=") for d in distilled)]
     cmd = compare_command(suite, backbone, list(steps), model, seeds, list(schedule), list(distilled), zoo=zoo_specs,
                           check=check, tolerance=tolerance, strict=strict, guidance=guidance)
     result = run_compare(

@@ -76,3 +76,27 @@ def test_text_encoders_stay_on_the_cpu_under_text_offload(flux_dir):
     assert len(text_encoders(bb.pipe)) == 2
     bb.encode(PROMPTS)
     assert all(p.device.type == "cpu" for m in text_encoders(bb.pipe) for p in m.parameters())
+
+
+def test_distilled_row_shares_identical_components(flux_dir, tmp_path):
+    """compare's distilled Flux-Schnell takes the main Flux-Dev pipeline's text encoders, tokenizers and VAE
+    when their files are identical (FLUX.1's are), instead of holding a second copy; different files are not shared."""
+    import shutil
+
+    schnell_dir = save_tiny_pipeline("flux-schnell", tmp_path / "schnell")
+    same_dir = tmp_path / "schnell-same-encoders"
+    shutil.copytree(schnell_dir, same_dir)
+    for name in ("text_encoder", "text_encoder_2", "vae"):
+        shutil.rmtree(same_dir / name)
+        shutil.copytree(flux_dir / name, same_dir / name)
+    dev = load_backbone("flux-dev", str(flux_dir), device="cpu")
+    shared = load_backbone("flux-schnell", str(same_dir), device="cpu", share_with=dev)
+    assert {"text_encoder", "text_encoder_2", "vae"} <= set(shared.shared)
+    assert shared.pipe.text_encoder_2 is dev.pipe.text_encoder_2 and shared.pipe.vae is dev.pipe.vae
+    alone = load_backbone("flux-schnell", str(same_dir), device="cpu")
+    x = alone.initial_noise([0, 1])
+    sig = alone.default_sigmas(4, x)
+    assert torch.equal(shared.sample(x, shared.encode(PROMPTS[:2]), sig), alone.sample(x, alone.encode(PROMPTS[:2]), sig))
+    other = load_backbone("flux-schnell", str(schnell_dir), device="cpu", share_with=dev)
+    assert not {"text_encoder", "text_encoder_2", "vae"} & set(other.shared)
+    assert other.pipe.vae is not dev.pipe.vae

@@ -72,16 +72,18 @@ def parse_dtype(dtype):
 
 def load_backbone(
     name: str, model: str | None = None, device: str | None = None, *, dtype=None, offload: bool | str = False,
-    decode_chunk: int | None = None, guidance: float | None = None,
+    decode_chunk: int | None = None, guidance: float | None = None, share_with=None,
 ) -> Backbone:
     """The registered backbone `name`. `dtype` (None: bf16 on CUDA, fp32 elsewhere), `offload` (True or
     "model": diffusers' model CPU offload; "text", "sequential": see `_diffusers.load_pipeline`) and `decode_chunk` (images per VAE call) are passed only when set, so a backbone
     whose factory does not take them still loads with the defaults and refuses them in one line. `guidance`
-    (None: the pipeline's own scale) is the guidance scale the diffusers backbones sample with."""
+    (None: the pipeline's own scale) is the guidance scale the diffusers backbones sample with; `share_with`, a
+    loaded diffusers backbone whose identical text encoders and VAE are used instead of copies."""
     import inspect
 
     factory = _REGISTRY.get(name)
-    options = {"dtype": parse_dtype(dtype), "offload": offload or None, "decode_chunk": decode_chunk, "guidance": guidance}
+    options = {"dtype": parse_dtype(dtype), "offload": offload or None, "decode_chunk": decode_chunk, "guidance": guidance,
+               "share_with": share_with}
     options = {k: v for k, v in options.items() if v is not None}
     params = inspect.signature(factory).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())

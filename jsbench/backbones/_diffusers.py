@@ -69,7 +69,7 @@ def _is_hub_id(model: str) -> bool:
 
 def load_pipeline(
     pipeline_cls, model: str, *, backbone: str, device: torch.device, dtype: torch.dtype, default_id: str | None = None,
-    hint: str | None = None, offload: bool = False,
+    hint: str | None = None, offload: bool = False, shared: dict | None = None,
 ):
     """`pipeline_cls.from_pretrained(model)` from a local folder or the HF cache, never from the network.
 
@@ -121,7 +121,7 @@ def load_pipeline(
     if class_name is not None and class_name != pipeline_cls.__name__:
         raise BackboneLoadError(f"{backbone}: {model} holds a {class_name}, not the {pipeline_cls.__name__} this backbone runs")
     try:
-        pipe = pipeline_cls.from_pretrained(source, **{_dtype_kwarg(): dtype}, **absent, local_files_only=not allow_download)
+        pipe = pipeline_cls.from_pretrained(source, **{_dtype_kwarg(): dtype}, **absent, **(shared or {}), local_files_only=not allow_download)
     except (OSError, ValueError, EnvironmentError) as exc:  # incomplete cache, missing component files, ...
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if hint is None:
@@ -166,6 +166,53 @@ def offload_mode(offload, backbone: str = "backbone") -> str | None:
     if offload not in OFFLOAD_MODES:
         raise BackboneLoadError(f"{backbone}: unknown --offload-mode {offload!r}: use {', '.join(OFFLOAD_MODES)}")
     return offload
+
+
+def pipeline_folder(model: str) -> Path | None:
+    """The folder holding `model`'s model_index.json: the folder itself, or its snapshot in the HF cache."""
+    path = Path(model).expanduser()
+    if (path / "model_index.json").is_file():
+        return path
+    cached = cached_hub_file(model, "model_index.json") if _is_hub_id(model) else None
+    return Path(cached).parent if cached else None
+
+
+def _component_digest(folder: Path) -> tuple:
+    """(file, content digest) for every file of a component folder. A file of the HF cache is a link to a blob
+    named by its content hash (sha256 for weights), which is read instead of hashing gigabytes."""
+    import hashlib
+
+    out = []
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        if f.is_symlink():
+            digest = Path(os.readlink(f)).name
+        else:
+            h = hashlib.sha256()
+            with open(f, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 24), b""):
+                    h.update(block)
+            digest = h.hexdigest()
+        out.append((str(f.relative_to(folder)), digest))
+    return tuple(out)
+
+
+#: components a second pipeline may take from a loaded one when their files are identical (not the denoiser)
+SHAREABLE = ("text_encoder", "text_encoder_2", "text_encoder_3", "tokenizer", "tokenizer_2", "tokenizer_3", "vae")
+
+
+def identical_components(pipe, model: str, other_model: str) -> dict:
+    """The components of the loaded `pipe` (from `model`) whose class and files `other_model` has too: what a
+    second pipeline (a distilled row: FLUX.1-schnell beside -dev) can share instead of holding a copy."""
+    a, b = pipeline_folder(model), pipeline_folder(other_model)
+    if a is None or b is None:
+        return {}
+    ia, ib = json.loads((a / "model_index.json").read_text()), json.loads((b / "model_index.json").read_text())
+    shared = {}
+    for name in SHAREABLE:
+        if name in ia and ia.get(name) == ib.get(name) and getattr(pipe, name, None) is not None \
+                and (a / name).is_dir() and (b / name).is_dir() and _component_digest(a / name) == _component_digest(b / name):
+            shared[name] = getattr(pipe, name)
+    return shared
 
 
 def text_encoders(pipe) -> list[torch.nn.Module]:
@@ -312,7 +359,7 @@ class DiffusersBackbone:
 
     def __init__(
         self, model: str | None = None, device: str | torch.device | None = None, dtype: torch.dtype | None = None,
-        offload: bool = False, decode_chunk: int | None = None, guidance: float | None = None,
+        offload: bool = False, decode_chunk: int | None = None, guidance: float | None = None, share_with=None,
     ):
         import diffusers
 
@@ -324,9 +371,17 @@ class DiffusersBackbone:
         if decode_chunk is not None:
             self.decode_chunk = int(decode_chunk)
         pipeline_cls = getattr(diffusers, self.pipeline_class_name)
+        # `share_with`: a loaded diffusers backbone whose identical text encoders, tokenizers and VAE this one
+        # uses instead of loading copies (compare's distilled row); only where both keep them on one device
+        self.shared: list[str] = []
+        shared = {}
+        if share_with is not None and getattr(share_with, "pipe", None) is not None and share_with.dtype == self.dtype \
+                and share_with.device == self.device and share_with.offload == self.offload and self.offload in (None, "text"):
+            shared = identical_components(share_with.pipe, share_with.model_id, self.model_id)
+            self.shared = sorted(shared)
         self.pipe, extras = load_pipeline(
             pipeline_cls, self.model_id, backbone=self.name, device=self.device, dtype=self.dtype,
-            default_id=self.default_model_id, hint=self.weights_hint, offload=self.offload,
+            default_id=self.default_model_id, hint=self.weights_hint, offload=self.offload, shared=shared,
         )
         self.vae = self.pipe.vae
         self.vae_scale_factor = 2 ** (len(self.vae.config.block_out_channels) - 1)
