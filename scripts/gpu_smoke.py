@@ -12,7 +12,8 @@ pipeline and component classes, a few thousand parameters wide):
   eval      one `policy:PATH` evaluation of the trained policy (8 images)
   cost      per-row schedules vs one shared schedule for the same batch (time ratio), the policy's share
             of sampling time, peak memory per image in the sampler and per update
-plus the decoder of each VAE architecture at 1024^2 (the real SD3/Flux and SD-XL VAE configs, random
+plus one full-size random-weight denoiser step per family at 1024^2 (the real configs; seconds per step and
+peak memory, weights included), the decoder of each VAE architecture at 1024^2 (the real SD3/Flux and SD-XL VAE configs, random
 weights): peak memory per decoded image, the number the per-backbone `decode_chunk` defaults rest on,
 and an --offload (model CPU offload) run checked against the resident one.
 The reward is the images' contrast (std of grey), so nothing beyond torch + diffusers is needed.
@@ -63,6 +64,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jsbench.backbones import backbone_class, load_backbone  # noqa: E402
+from jsbench.backbones.full_size import measure_denoiser_step  # noqa: E402
 from jsbench.backbones.tiny import REAL_LATENT_SAMPLING, REAL_VAE_FACTOR, TINY_KINDS, TINY_SAMPLING, TINY_VAE_FACTOR, save_tiny_pipeline  # noqa: E402
 from jsbench.io import write_json_atomic  # noqa: E402
 from jsbench.rewards import register_reward  # noqa: E402
@@ -377,6 +379,12 @@ def main(argv=None) -> int:
         side = args.vae_side or (8 if args.cpu else REAL_VAE_SIDE)
         for family in ("sd3-flux", "sdxl"):
             result["vae_decode"][family] = stage(f"{family} VAE decode", lambda: decode_memory(family, side, device, dtype))
+        # one full-size random-weight denoiser step per family at 1024^2 (issue 27): seconds, peak memory;
+        # with --cpu on the meta device (shapes only: a 12B network does not fit a CPU dry run)
+        result["denoiser_step"] = {}
+        for kind in args.kinds:
+            result["denoiser_step"][kind] = stage(
+                f"{kind} full-size step", lambda: measure_denoiser_step(kind, "meta" if args.cpu else device, dtype))
     result["seconds"] = round(time.perf_counter() - start, 1)
     result["ok"] = not result["failures"]
     write_json_atomic(args.out, result)
