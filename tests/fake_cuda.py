@@ -10,9 +10,17 @@ schedules raise DataDependentOutputException. `FakeCuda` keeps FakeTensor's devi
   `device="cuda"`, refuses CPU tensors among its inputs as CUDA does ("Expected all tensors to be on the
   same device"; CUDA's exceptions stay allowed: 0-dim CPU scalars, CPU indices, copies between devices),
   then runs on the real values and wraps its outputs as `cuda`;
-- it counts the host syncs a real GPU would make: `.item()` and everything built on it
-  (`_local_scalar_dense`), copies to the CPU, and the ops whose output size depends on values (nonzero,
-  masked_select, boolean indexing). `syncs` holds the counts per op.
+- while it is active, the Tensor methods whose C++ binding sets a CUDA device guard or initialises CUDA
+  before any dispatch mode sees the op (`.to`, `.cuda`, `.contiguous`, indexing, `.item`, `.tolist`,
+  `.cpu`, `bool(t)`, ...) and `torch.tensor` / `torch.as_tensor` are replaced by versions that act on the
+  host values (a CPU-only torch refuses the originals on a `cuda` tensor);
+- it counts the host syncs a real GPU would make: reading values on the host (`.item()`, `.tolist()`,
+  `bool(t)`, ...), copies to the CPU, and the ops whose output size depends on values (nonzero,
+  masked_select, boolean indexing). `syncs` holds the counts per kind.
+
+Limits: recording autograd on a `cuda` tensor aborts a CPU-only torch (its engine wants a CUDA device
+guard), so losses are checked forward only, under no_grad; and a library whose lazy import happens inside
+FakeCuda may keep a patched method, so load each pipeline once outside it first.
 """
 
 from __future__ import annotations
