@@ -16,7 +16,7 @@ from rich.console import Console
 
 from jsbench import JsbenchError
 from jsbench.suites import declared_suites  # the declared names only: imports no suite module
-from jsbench.train_config import DECODE_HELP, DEVICE_HELP, DTYPE_HELP, MODEL_HELP, OFFLOAD_HELP, TrainConfig  # dataclasses only: --help stays fast
+from jsbench.train_config import DECODE_HELP, DEVICE_HELP, DTYPE_HELP, GUIDANCE_HELP, MODEL_HELP, OFFLOAD_HELP, OFFLOAD_MODE_HELP, TrainConfig  # dataclasses only: --help stays fast
 
 def _no_bool_tag() -> None:
     """typer's rich help tags every option with its type, flags (`--resume/--no-resume`, `--help`) as `<bool>`,
@@ -76,14 +76,15 @@ _PROGRESS_HELP = "Show a progress bar (on stderr) and the model-loading messages
 _ROOT_HELP = "the nearest folder at or above the current one holding policies/ or leaderboards/, else the checkout jsbench is installed from"
 
 
-def _backbone(name: str, model: Optional[str], device: Optional[str], dtype: Optional[str] = None, offload: bool = False,
-              decode_chunk: Optional[int] = None, progress: bool = True):
+def _backbone(name: str, model: Optional[str], device: Optional[str], dtype: Optional[str] = None, offload: bool | str = False,
+              decode_chunk: Optional[int] = None, progress: bool = True, guidance: Optional[float] = None, share_with=None):
     from jsbench.backbones import load_backbone
     from jsbench.progress import quiet_model_loading
 
     quiet_model_loading(show_bars=progress)  # --no-progress also hides the libraries' loading bars
 
-    return load_backbone(name, model, device, dtype=dtype, offload=offload, decode_chunk=decode_chunk)
+    return load_backbone(name, model, device, dtype=dtype, offload=offload, decode_chunk=decode_chunk, guidance=guidance,
+                         share_with=share_with)
 
 
 # the backbone options of eval, compare and schedules plot, declared once: name -> typer.Option's arguments (the
@@ -95,6 +96,8 @@ _BACKBONE_OPTIONS = {
     "dtype": dict(default=None, help=DTYPE_HELP),
     "offload": dict(default=False, flags=("--offload",), help=OFFLOAD_HELP),
     "decode_chunk": dict(default=None, flags=("--decode-chunk",), min=1, help=DECODE_HELP),
+    "guidance": dict(default=None, help=GUIDANCE_HELP),
+    "offload_mode": dict(default=None, flags=("--offload-mode",), help=OFFLOAD_MODE_HELP),
     "progress": dict(default=True, help=_PROGRESS_HELP),
 }
 
@@ -211,6 +214,8 @@ def eval_(
     dtype: Optional[str] = _backbone_option("dtype"),
     offload: bool = _backbone_option("offload"),
     decode_chunk: Optional[int] = _backbone_option("decode_chunk"),
+    guidance: Optional[float] = _backbone_option("guidance"),
+    offload_mode: Optional[str] = _backbone_option("offload_mode"),
     progress: bool = _backbone_option("progress"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP),
     processes: int = typer.Option(1, "--processes", min=1, help="Shard the prompts over N local processes (runs torchrun; needs accelerate); records are gathered and written once."),
@@ -229,7 +234,7 @@ def eval_(
     validate_eval_options(split, suite, metadata)  # refused before any weights load
     prompt_list = read_prompts_file(prompts_file) if prompts_file is not None else None  # refuse before loading weights
     ctx = get_context()
-    bb = _backbone(backbone, model, pick_device(device, dist=ctx), dtype, offload, decode_chunk, progress)  # one accelerator per process
+    bb = _backbone(backbone, model, pick_device(device, dist=ctx), dtype, offload_mode or offload, decode_chunk, progress, guidance)  # one accelerator per process
     s = load_suite(suite, bb, **({"metadata": str(metadata)} if metadata is not None else {}))
     items = items_for_prompts(s, prompt_list, prompts_file) if prompt_list is not None else None
     source = resolve_schedule(schedule, bb, steps, suite=s, log=lambda m: err.print(m, highlight=False, soft_wrap=True))
@@ -269,6 +274,8 @@ def compare(
     dtype: Optional[str] = _backbone_option("dtype"),
     offload: bool = _backbone_option("offload"),
     decode_chunk: Optional[int] = _backbone_option("decode_chunk"),
+    guidance: Optional[float] = _backbone_option("guidance"),
+    offload_mode: Optional[str] = _backbone_option("offload_mode"),
     progress: bool = _backbone_option("progress"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP),
     tasks: bool = typer.Option(False, "--tasks", help="Add a column per task to the terminal table (wide: more than 80 columns)."),
@@ -294,11 +301,14 @@ def compare(
     validate_compare_options(check, strict, list(report), leaderboards, suite, tolerance=tolerance,
                              backbone_name=getattr(backbone_class(backbone), "name", backbone), steps_list=list(steps))
     zoo_specs = parse_zoo(zoo)
-    bb = _backbone(backbone, model, device, dtype, offload, decode_chunk, progress)
+    bb = _backbone(backbone, model, device, dtype, offload_mode or offload, decode_chunk, progress, guidance)
     s = load_suite(suite, bb)
-    others = [_backbone(name, other_model or None, device, dtype, offload, decode_chunk, progress) for name, _, other_model in (d.partition("=") for d in distilled)]
+    # a distilled row samples at its own pipeline's guidance (Flux-Schnell takes none)
+    # ... and shares the main pipeline's text encoders, tokenizers and VAE where their files are identical
+    share = bb if hasattr(bb, "pipe") else None
+    others = [_backbone(name, other_model or None, device, dtype, offload_mode or offload, decode_chunk, progress, share_with=share) for name, _, other_model in (d.partition("=") for d in distilled)]
     cmd = compare_command(suite, backbone, list(steps), model, seeds, list(schedule), list(distilled), zoo=zoo_specs,
-                          check=check, tolerance=tolerance, strict=strict)
+                          check=check, tolerance=tolerance, strict=strict, guidance=guidance)
     result = run_compare(
         bb, s, list(steps), policies_dir=policies, records_path=records, leaderboard_dir=leaderboards, seeds=seeds,
         check=check, tolerance=tolerance, strict=strict, reports=list(report), extra_schedules=list(schedule), distilled=others, plots=plots, progress=progress, command=cmd,

@@ -234,7 +234,7 @@ DEFAULT_SEEDS = 16
 
 def compare_command(suite: str, backbone: str, steps: list[int], model: str | None = None, seeds: int = DEFAULT_SEEDS,
                     schedule: list[str] = (), distilled: list[str] = (), zoo: list[str] | None = None, check: bool = False,
-                    tolerance: float = 2.0, strict: bool = False) -> str:
+                    tolerance: float = 2.0, strict: bool = False, guidance: float | None = None) -> str:
     """The `jsbench compare` command line that evaluates these rows (shown beside each section). `zoo`: the
     parsed zoo rows, named only when they are not the default ones; `check`, `tolerance`, `strict`: the
     check's options, named when checking."""
@@ -242,6 +242,8 @@ def compare_command(suite: str, backbone: str, steps: list[int], model: str | No
     if model:
         parts.append(f"--model {model}")
     parts += [f"--steps {n}" for n in steps]
+    if guidance is not None:
+        parts.append(f"--guidance {guidance:g}")
     if seeds != DEFAULT_SEEDS:
         parts.append(f"--seeds {seeds}")
     parts += [f"--schedule {s}" for s in schedule] + [f"--distilled {d}" for d in distilled]

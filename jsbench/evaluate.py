@@ -170,7 +170,10 @@ def evaluate(
     seeds = list(range(seed_base, seed_base + seeds_per_prompt))
     rows = [(it, s) for it in items for s in seeds]
     scorer = suite.provenance() if callable(getattr(suite, "provenance", None)) else {}  # another detector is another run
-    key = hashlib.sha256(json.dumps([backbone.name, backbone.model_id, suite.name, source.spec, source.steps, source.checksum, split, seeds, *([scorer] if scorer else [])], sort_keys=True).encode()).hexdigest()[:16]
+    from jsbench.backbones import recorded_guidance
+
+    guidance = recorded_guidance(backbone)  # a partial run at another guidance scale is not resumed (None: as before)
+    key = hashlib.sha256(json.dumps([backbone.name, backbone.model_id, suite.name, source.spec, source.steps, source.checksum, split, seeds, *([scorer] if scorer else []), *([guidance] if guidance else [])], sort_keys=True).encode()).hexdigest()[:16]
     partial = _partial_path(out, key)
     # a finished score is reused only for the same prompt, seed *and* scoring rules (an edited metadata file)
     digests = {id(it): item_digest(it) for it in items}

@@ -65,9 +65,13 @@ def provenance_key(provenance: dict) -> tuple[str, ...]:
 
 def provenance_text(provenance: dict) -> str:
     """One line for a section header: what scored its rows."""
-    names = {"detector": "detector", "color_model": "colour model", "prompt_set": "prompts sha256", "ocr_engine": "OCR engine", "reward_model": "reward model"}
-    parts = [f"{names[f]} `{provenance[f]}`" for f in PROVENANCE_FIELDS if provenance.get(f)]
-    return "Scored by " + ", ".join(parts) + "." if parts else ""
+    names = {"detector": "detector", "color_model": "colour model", "prompt_set": "prompts sha256", "ocr_engine": "OCR engine", "reward_model": "reward model",
+             "guidance": "guidance scale"}
+    parts = [f"{names[f]} `{provenance[f]}`" for f in PROVENANCE_FIELDS if provenance.get(f) and f != "guidance"]
+    text = "Scored by " + ", ".join(parts) + "." if parts else ""
+    if provenance.get("guidance"):
+        text = (text + " " if text else "") + f"Sampled at guidance scale `{provenance['guidance']}`."
+    return text
 
 
 def unofficial_detectors(tables: list["Table"], suite: str) -> list[str]:

@@ -19,9 +19,9 @@ from jsbench.evaluate import EvalRun, ScheduleSource
 from jsbench.io import append_lines
 from jsbench.scoring.geneval_prompts import prompt_set_hash as entries_hash
 
-PROVENANCE_FIELDS = ("detector", "color_model", "prompt_set", "ocr_engine", "reward_model")
+PROVENANCE_FIELDS = ("detector", "color_model", "prompt_set", "ocr_engine", "reward_model", "guidance")
 # a record is one (configuration, provenance, task, metric): numbers from another detector, colour model,
-# prompt set, OCR engine or reward model are another record, never a replacement
+# prompt set, OCR engine, reward model or guidance scale are another record, never a replacement
 KEY_FIELDS = ("backbone", "model_id", "steps", "budget", "method", "suite", "task", "metric", *PROVENANCE_FIELDS)
 
 
@@ -53,6 +53,7 @@ class Record:
     prompt_set: str | None = None  # sha256 of the evaluated prompts, one json.dumps(metadata) a line
     ocr_engine: str | None = None
     reward_model: str | None = None
+    guidance: str | None = None  # the backbone's guidance scale, e.g. "3.5" (None: it takes none, or not recorded)
 
     def key(self) -> tuple:
         return tuple(getattr(self, f) for f in KEY_FIELDS)
@@ -112,7 +113,9 @@ def make_records(backbone, suite, source: ScheduleSource, run: EvalRun, referenc
     record carries the suite's provenance and the hash of the prompts it averages over."""
     rows = run.rows()
     items = [it for it, _ in rows]
-    provenance = suite_provenance(suite, run.items)
+    from jsbench.backbones import recorded_guidance
+
+    provenance = {**suite_provenance(suite, run.items), "guidance": recorded_guidance(backbone)}
     metrics = suite.aggregate(run.scores, items)
     deltas = {}
     if reference is not None:

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from jsbench import JsbenchError
-from jsbench.backbones import load_backbone
+from jsbench.backbones import load_backbone, recorded_guidance
 from jsbench.backbones.base import sample_in_batches, train_batch_size
 from jsbench.baselines import advantages, validate_baseline
 from jsbench.devices import pick_device
@@ -89,7 +89,8 @@ class Trainer:
             raise TrainError(f"--contexts {config.contexts} is fewer than the {self.dist.world_size} processes: each needs at least one")
         device = pick_device(config.device, dist=self.dist)  # one accelerator per process; None: the backbone's default
         self.backbone = backbone or load_backbone(
-            config.backbone, config.model, device, dtype=config.dtype, offload=config.offload, decode_chunk=config.decode_chunk
+            config.backbone, config.model, device, dtype=config.dtype, offload=config.offload_mode or config.offload, decode_chunk=config.decode_chunk,
+            guidance=config.guidance,
         )
         if config.batch_size is not None and config.batch_size < 1:
             raise TrainError(f"--batch-size must be at least 1, got {config.batch_size}")
@@ -301,6 +302,7 @@ class Trainer:
         manifest = {
             "backbone": self.backbone.name,
             "model_id": self.backbone.model_id,
+            "guidance": recorded_guidance(self.backbone),  # the scale the policy was trained under
             "baseline": cfg.baseline,
             "reward": cfg.reward,
             "suite": cfg.suite,

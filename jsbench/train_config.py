@@ -23,8 +23,10 @@ def option(default, help: str, **metadata):
 MODEL_HELP = "Hub id or local folder of the backbone's weights."
 DEVICE_HELP = "torch device, e.g. cpu, cuda, cuda:1 (default: cpu for analytic, cuda if available otherwise)."
 DTYPE_HELP = "Backbone dtype: bf16, fp16 or fp32 (default: bf16 on CUDA, fp32 on CPU). The policy and its schedules stay fp32."
-OFFLOAD_HELP = "Keep the backbone's networks on the CPU and move each to the GPU while it runs (diffusers' model CPU offload; for 24-48 GB GPUs)."
+OFFLOAD_HELP = "Keep the backbone's networks on the CPU and move each to the GPU while it runs (diffusers' model CPU offload; README: which card needs which flags)."
 BATCH_HELP = "Rows per sampler call within an update (default: the backbone's train batch; B and K are unchanged)."
+OFFLOAD_MODE_HELP = "text (text encoders on the CPU), model (= --offload) or sequential; see README."
+GUIDANCE_HELP = "Guidance scale (default: the pipeline's own); recorded with the results."
 DECODE_HELP = "Images per VAE decode call (default: the backbone's; a 1024^2 image peaks at ~1.4 GiB in bf16)."
 
 
@@ -56,6 +58,8 @@ class TrainConfig:
     # float sums (matmul reductions) depend on the thread count: a run is repeatable to the bit only with the
     # same count, so the manifest records it and its command names it
     threads: int | None = option(None, "CPU threads for torch (default: torch's own). Recorded: exact repeats need the same count.", min=1)
+    offload_mode: str | None = option(None, OFFLOAD_MODE_HELP, flags=("--offload-mode",))  # checked when the backbone loads
+    guidance: float | None = option(None, GUIDANCE_HELP)  # the backbone's guidance scale (real backbones)
 
 
 # the fields `train_command` always names, so a manifest's command reads on its own

@@ -33,32 +33,15 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jsbench.backbones import backbone_class, declared_by_class, load_backbone  # noqa: E402
-from jsbench.backbones.tiny import REAL_VAE_FACTOR, TINY_KINDS, save_tiny_pipeline  # noqa: E402
+from jsbench.backbones import load_backbone  # noqa: E402
+from jsbench.backbones.full_size import FULL_SIZE, full_size, full_size_network, step_inputs  # noqa: E402
+from jsbench.backbones.tiny import TINY_KINDS, save_tiny_pipeline  # noqa: E402
 from jsbench.io import add_result_options, write_result  # noqa: E402
 from jsbench.policy_features import full_size_config  # noqa: E402
 from jsbench.schedule import floor_increments, increments_from_sigmas, sigmas_from_increments  # noqa: E402
 
 # Published configs of the full-size networks (the models' transformer/unet config.json), used only on
-# the meta device for FLOP counts: each adapter class's `full_size` (network class, config, latent channels,
-# `clip_len` CLIP tokens in the text sequence, text and pooled widths, `cfg_batch` 2 where classifier-free
-# guidance doubles the batch), for every backbone whose own class sets it, in the registry's order. What else
-# the class declares (default steps, T5 length, default image size, hence the latent grid): `full_size(kind)`.
-FULL_SIZE = declared_by_class("full_size")
-
-
-def full_size(kind: str) -> dict:
-    """FULL_SIZE[kind] plus what backbone `kind`'s class declares: `default_steps`, `text_len` (CLIP tokens +
-    the adapter's T5 length, where it has a T5), and `latent`, the sampler's latent at the class's
-    `default_image_size` (8x VAE): [C, h, w], or Flux's packed [tokens, 4C] (2x2 patches)."""
-    spec = dict(FULL_SIZE[kind])
-    cls = backbone_class(kind)
-    side = cls.default_image_size // REAL_VAE_FACTOR
-    c = spec["latent_channels"]
-    spec["default_steps"] = cls.default_steps
-    spec["text_len"] = spec["clip_len"] + int(cls.max_sequence_length)
-    spec["latent"] = ((side // 2) ** 2, 4 * c) if spec["network"] == "FluxTransformer2DModel" else (c, side, side)
-    return spec
+# the full-size networks (each adapter class's `full_size`, on meta for FLOP counts): jsbench.backbones.full_size
 
 
 def _flop_count(fn) -> int:
@@ -71,29 +54,10 @@ def _flop_count(fn) -> int:
 
 def backbone_step_flops(kind: str) -> tuple[int, int]:
     """(FLOPs of one denoising step at 1024 px, parameter count) of the full-size network, on meta."""
-    import diffusers
-
-    spec = full_size(kind)
-    B = spec["cfg_batch"]
+    net = full_size_network(kind, "meta")
+    params = sum(p.numel() for p in net.parameters())
+    args, kw = step_inputs(kind, "meta")
     with torch.device("meta"):
-        net = getattr(diffusers, spec["network"])(**spec["config"])
-        params = sum(p.numel() for p in net.parameters())
-        T, D = spec["text_len"], spec["text_dim"]
-        if spec["network"] == "UNet2DConditionModel":
-            args = (torch.empty(B, *spec["latent"]), torch.empty(B))
-            kw = dict(encoder_hidden_states=torch.empty(B, T, D),
-                      added_cond_kwargs={"text_embeds": torch.empty(B, spec["pooled"]), "time_ids": torch.empty(B, 6)})
-        elif spec["network"] == "SD3Transformer2DModel":
-            args = ()
-            kw = dict(hidden_states=torch.empty(B, *spec["latent"]), timestep=torch.empty(B),
-                      encoder_hidden_states=torch.empty(B, T, D), pooled_projections=torch.empty(B, spec["pooled"]))
-        else:
-            S = spec["latent"][0]
-            args = ()
-            kw = dict(hidden_states=torch.empty(B, *spec["latent"]), timestep=torch.empty(B),
-                      guidance=torch.empty(B) if spec["config"]["guidance_embeds"] else None,
-                      encoder_hidden_states=torch.empty(B, T, D), pooled_projections=torch.empty(B, spec["pooled"]),
-                      txt_ids=torch.empty(T, 3), img_ids=torch.empty(S, 3))
         flops = _flop_count(lambda: net(*args, **kw, return_dict=False))
     return flops, params
 

@@ -12,7 +12,8 @@ pipeline and component classes, a few thousand parameters wide):
   eval      one `policy:PATH` evaluation of the trained policy (8 images)
   cost      per-row schedules vs one shared schedule for the same batch (time ratio), the policy's share
             of sampling time, peak memory per image in the sampler and per update
-plus the decoder of each VAE architecture at 1024^2 (the real SD3/Flux and SD-XL VAE configs, random
+plus one full-size random-weight denoiser step per family at 1024^2 (the real configs; seconds per step and
+peak memory, weights included), the decoder of each VAE architecture at 1024^2 (the real SD3/Flux and SD-XL VAE configs, random
 weights): peak memory per decoded image, the number the per-backbone `decode_chunk` defaults rest on,
 and an --offload (model CPU offload) run checked against the resident one.
 The reward is the images' contrast (std of grey), so nothing beyond torch + diffusers is needed.
@@ -34,14 +35,36 @@ import sys
 import tempfile
 import time
 import traceback
+from importlib.util import find_spec
 from pathlib import Path
 
-import torch
+#: what the stages import: the GPU image's packages plus diffusers (from .whl/); never scipy, OCR or CLIP extras
+NEEDED = ("torch", "diffusers", "transformers", "accelerate", "safetensors")
+
+
+def missing_packages(names=NEEDED) -> list[str]:
+    """The packages of `names` that cannot be imported here (checked before any of them is imported)."""
+    def absent(name: str) -> bool:
+        try:
+            return find_spec(name) is None
+        except ImportError:  # a finder that refuses the name
+            return True
+
+    return [name for name in names if absent(name)]
+
+
+if __name__ == "__main__" and missing_packages():
+    print(f"gpu_smoke: missing packages: {', '.join(missing_packages())} (scripts/gpu_smoke.sh installs diffusers "
+          "from .whl/)", file=sys.stderr)
+    sys.exit(2)
+
+import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jsbench.backbones import backbone_class, load_backbone  # noqa: E402
+from jsbench.backbones.full_size import measure_denoiser_step  # noqa: E402
 from jsbench.backbones.tiny import REAL_LATENT_SAMPLING, REAL_VAE_FACTOR, TINY_KINDS, TINY_SAMPLING, TINY_VAE_FACTOR, save_tiny_pipeline  # noqa: E402
 from jsbench.io import write_json_atomic  # noqa: E402
 from jsbench.rewards import register_reward  # noqa: E402
@@ -59,6 +82,15 @@ IMAGE_TOL_BF16 = 2.0**-8  # tests/tiny_pipelines.py IMAGE_TOLERANCE_BF16 (see sc
 REAL_VAE_SIDE = max(backbone_class(kind).default_image_size for kind in TINY_KINDS) // REAL_VAE_FACTOR
 #: steps of the train/eval stage at the real latent shapes: the backbone's own default, at most SD3.5/Flux's 28
 MAX_SMOKE_STEPS = 28
+
+
+def _version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
 
 
 # ---- a reward and a suite that need nothing but torch ------------------------------------------------------
@@ -313,6 +345,7 @@ def main(argv=None) -> int:
     result: dict = {
         "device": device.type if args.cpu else torch.cuda.get_device_name(0), "dtype": str(dtype), "torch": torch.__version__,
         "diffusers": diffusers.__version__, "transformers": transformers.__version__, "python": platform.python_version(),
+        "accelerate": _version("accelerate"), "huggingface_hub": _version("huggingface-hub"),
         "dry_run": args.cpu, "families": {}, "vae_decode": {}, "failures": [],
     }
 
@@ -346,6 +379,12 @@ def main(argv=None) -> int:
         side = args.vae_side or (8 if args.cpu else REAL_VAE_SIDE)
         for family in ("sd3-flux", "sdxl"):
             result["vae_decode"][family] = stage(f"{family} VAE decode", lambda: decode_memory(family, side, device, dtype))
+        # one full-size random-weight denoiser step per family at 1024^2 (issue 27): seconds, peak memory;
+        # with --cpu on the meta device (shapes only: a 12B network does not fit a CPU dry run)
+        result["denoiser_step"] = {}
+        for kind in args.kinds:
+            result["denoiser_step"][kind] = stage(
+                f"{kind} full-size step", lambda: measure_denoiser_step(kind, "meta" if args.cpu else device, dtype))
     result["seconds"] = round(time.perf_counter() - start, 1)
     result["ok"] = not result["failures"]
     write_json_atomic(args.out, result)

@@ -13,12 +13,14 @@ harness's sizes: `tiny_sampling` with a `tiny_pipeline` classmethod (its tiny te
 
 from __future__ import annotations
 
+import math
+
 from jsbench import JsbenchError
 from jsbench.backbones.base import Backbone, Condition, missing_protocol_attrs
 from jsbench.registry import Registry
 
 __all__ = ["Backbone", "Condition", "register", "load_backbone", "available_backbones", "UnknownBackbone", "IncompleteBackbone",
-           "parse_dtype"]
+           "parse_dtype", "recorded_guidance"]
 
 # name -> module that registers it; imported lazily so `analytic` never pays for diffusers.
 _MODULES = {
@@ -69,16 +71,19 @@ def parse_dtype(dtype):
 
 
 def load_backbone(
-    name: str, model: str | None = None, device: str | None = None, *, dtype=None, offload: bool = False,
-    decode_chunk: int | None = None,
+    name: str, model: str | None = None, device: str | None = None, *, dtype=None, offload: bool | str = False,
+    decode_chunk: int | None = None, guidance: float | None = None, share_with=None,
 ) -> Backbone:
-    """The registered backbone `name`. `dtype` (None: bf16 on CUDA, fp32 elsewhere), `offload` (diffusers'
-    model CPU offload) and `decode_chunk` (images per VAE call) are passed only when set, so a backbone
-    whose factory does not take them still loads with the defaults and refuses them in one line."""
+    """The registered backbone `name`. `dtype` (None: bf16 on CUDA, fp32 elsewhere), `offload` (True or
+    "model": diffusers' model CPU offload; "text", "sequential": see `_diffusers.load_pipeline`) and `decode_chunk` (images per VAE call) are passed only when set, so a backbone
+    whose factory does not take them still loads with the defaults and refuses them in one line. `guidance`
+    (None: the pipeline's own scale) is the guidance scale the diffusers backbones sample with; `share_with`, a
+    loaded diffusers backbone whose identical text encoders and VAE are used instead of copies."""
     import inspect
 
     factory = _REGISTRY.get(name)
-    options = {"dtype": parse_dtype(dtype), "offload": offload or None, "decode_chunk": decode_chunk}
+    options = {"dtype": parse_dtype(dtype), "offload": offload or None, "decode_chunk": decode_chunk, "guidance": guidance,
+               "share_with": share_with}
     options = {k: v for k, v in options.items() if v is not None}
     params = inspect.signature(factory).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
@@ -86,6 +91,8 @@ def load_backbone(
         if key not in params and not takes_any:
             flag = "--" + key.replace("_", "-")
             raise UnknownBackbone(f"backbone {name!r} has no {flag} option (it runs in its own dtype and memory)")
+    if guidance is not None and not (math.isfinite(guidance) and guidance >= 0):
+        raise UnknownBackbone(f"--guidance must be a finite number >= 0, got {guidance}")
     if decode_chunk is not None and decode_chunk < 1:
         raise UnknownBackbone(f"--decode-chunk must be at least 1, got {decode_chunk}")
     backbone = factory(model=model, device=device, **options)
@@ -145,3 +152,11 @@ def listing_backbone(name: str):
         return None
     return SimpleNamespace(name=name, model_id=cls.default_model_id, device=None, draws_embedded_world=False,
                            geneval_world=cls.geneval_world)
+
+
+def recorded_guidance(backbone) -> str | None:
+    """The guidance scale a backbone samples with, as records, manifests and leaderboards carry it ("3.5");
+    None where it takes none (the embedded worlds, Flux-Schnell)."""
+    get = getattr(backbone, "recorded_guidance", None)
+    value = get() if callable(get) else None
+    return None if value is None else f"{float(value):g}"

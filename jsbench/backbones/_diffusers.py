@@ -69,15 +69,19 @@ def _is_hub_id(model: str) -> bool:
 
 def load_pipeline(
     pipeline_cls, model: str, *, backbone: str, device: torch.device, dtype: torch.dtype, default_id: str | None = None,
-    hint: str | None = None, offload: bool = False,
+    hint: str | None = None, offload: bool = False, shared: dict | None = None,
 ):
     """`pipeline_cls.from_pretrained(model)` from a local folder or the HF cache, never from the network.
 
     `model` is a hub id ("owner/name", looked up in the cache) or a folder written by `save_pretrained`.
     Returns (pipeline on `device` in `dtype`, sampling defaults read from an optional `jsbench.json`).
-    With `offload`, the networks stay on the CPU and diffusers' `enable_model_cpu_offload` moves each one
-    to `device` while it runs (one network resident at a time: for 24-48 GB GPUs).
+    `offload` (see `offload_mode`): "model", the networks stay on the CPU and diffusers'
+    `enable_model_cpu_offload` moves each one to `device` while it runs (one network resident at a time);
+    "sequential", diffusers' `enable_sequential_cpu_offload` (one layer at a time: for cards that cannot hold
+    the transformer, much slower); "text", everything on `device` except the text encoders, which the
+    backbone moves there only to encode (T5-XXL's 8.9 GiB is not resident while sampling). Set up once here.
     """
+    offload = offload_mode(offload, backbone)
     path = Path(model).expanduser()
     offline = _env_flag("HF_HUB_OFFLINE") or _env_flag("TRANSFORMERS_OFFLINE")
     allow_download = _env_flag("JSBENCH_ALLOW_DOWNLOAD") and not offline
@@ -117,7 +121,7 @@ def load_pipeline(
     if class_name is not None and class_name != pipeline_cls.__name__:
         raise BackboneLoadError(f"{backbone}: {model} holds a {class_name}, not the {pipeline_cls.__name__} this backbone runs")
     try:
-        pipe = pipeline_cls.from_pretrained(source, **{_dtype_kwarg(): dtype}, **absent, local_files_only=not allow_download)
+        pipe = pipeline_cls.from_pretrained(source, **{_dtype_kwarg(): dtype}, **absent, **(shared or {}), local_files_only=not allow_download)
     except (OSError, ValueError, EnvironmentError) as exc:  # incomplete cache, missing component files, ...
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         if hint is None:
@@ -133,14 +137,87 @@ def load_pipeline(
             if floats and dtype not in floats:
                 with _quiet_diffusers():  # its "should be kept in float32: []" warning says nothing here
                     module.to(dtype=dtype)
-    if offload:
+    if offload in ("model", "sequential"):
         try:
-            pipe.enable_model_cpu_offload(device=device)
-        except (ImportError, RuntimeError, ValueError) as exc:
-            raise BackboneLoadError(f"{backbone}: --offload failed ({str(exc).splitlines()[0][:160]})") from None
+            if offload == "model":
+                pipe.enable_model_cpu_offload(device=device)
+            else:
+                pipe.enable_sequential_cpu_offload(device=device)
+        except (ImportError, RuntimeError, ValueError, TypeError) as exc:  # TypeError: accelerate vs torch versions
+            raise BackboneLoadError(f"{backbone}: --offload-mode {offload} failed ({str(exc).splitlines()[0][:160]})") from None
     else:
         pipe.to(device)
+        if offload == "text":
+            for module in text_encoders(pipe):
+                module.to("cpu")
     return pipe, extras
+
+
+#: --offload-mode values (`load_pipeline`); `--offload` is "model"
+OFFLOAD_MODES = ("text", "model", "sequential")
+
+
+def offload_mode(offload, backbone: str = "backbone") -> str | None:
+    """`offload` as one of OFFLOAD_MODES or None: True is "model" (the `--offload` flag), False/None none."""
+    if offload is None or offload is False:
+        return None
+    if offload is True:
+        return "model"
+    if offload not in OFFLOAD_MODES:
+        raise BackboneLoadError(f"{backbone}: unknown --offload-mode {offload!r}: use {', '.join(OFFLOAD_MODES)}")
+    return offload
+
+
+def pipeline_folder(model: str) -> Path | None:
+    """The folder holding `model`'s model_index.json: the folder itself, or its snapshot in the HF cache."""
+    path = Path(model).expanduser()
+    if (path / "model_index.json").is_file():
+        return path
+    cached = cached_hub_file(model, "model_index.json") if _is_hub_id(model) else None
+    return Path(cached).parent if cached else None
+
+
+def _component_digest(folder: Path) -> tuple:
+    """(file, content digest) for every file of a component folder. A file of the HF cache is a link to a blob
+    named by its content hash (sha256 for weights), which is read instead of hashing gigabytes."""
+    import hashlib
+
+    out = []
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()):
+        if f.is_symlink():
+            digest = Path(os.readlink(f)).name
+        else:
+            h = hashlib.sha256()
+            with open(f, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 24), b""):
+                    h.update(block)
+            digest = h.hexdigest()
+        out.append((str(f.relative_to(folder)), digest))
+    return tuple(out)
+
+
+#: components a second pipeline may take from a loaded one when their files are identical (not the denoiser)
+SHAREABLE = ("text_encoder", "text_encoder_2", "text_encoder_3", "tokenizer", "tokenizer_2", "tokenizer_3", "vae")
+
+
+def identical_components(pipe, model: str, other_model: str) -> dict:
+    """The components of the loaded `pipe` (from `model`) whose class and files `other_model` has too: what a
+    second pipeline (a distilled row: FLUX.1-schnell beside -dev) can share instead of holding a copy."""
+    a, b = pipeline_folder(model), pipeline_folder(other_model)
+    if a is None or b is None:
+        return {}
+    ia, ib = json.loads((a / "model_index.json").read_text()), json.loads((b / "model_index.json").read_text())
+    shared = {}
+    for name in SHAREABLE:
+        if name in ia and ia.get(name) == ib.get(name) and getattr(pipe, name, None) is not None \
+                and (a / name).is_dir() and (b / name).is_dir() and _component_digest(a / name) == _component_digest(b / name):
+            shared[name] = getattr(pipe, name)
+    return shared
+
+
+def text_encoders(pipe) -> list[torch.nn.Module]:
+    """The pipeline's text encoders (text_encoder, text_encoder_2, text_encoder_3 where present)."""
+    return [m for name, m in pipe.components.items() if name.startswith("text_encoder") and isinstance(m, torch.nn.Module)]
 
 
 class _quiet_diffusers:
@@ -203,13 +280,21 @@ def seeded_normal(seeds: Sequence[int], shape: Sequence[int], dtype: torch.dtype
 def mul_as_scheduler(rows: torch.Tensor, t: torch.Tensor, scalar_first: bool = True) -> torch.Tensor:
     """`rows * t` computed the way a scheduler's `sigma * t` (or `t * sigma`) is, sigma a 0-dim float32 CPU tensor.
 
-    Schedulers keep their sigmas on the CPU in float32 and multiply model-dtype tensors by one entry at a
-    time. Torch does not promote for a 0-dim operand, so the product has t's dtype, and how the scalar
-    enters depends on the device and on the operand order: on CUDA a CPU scalar is read in full
-    precision (one rounding of the product); on a CPU tensor only a scalar in *second* position is
-    (`t * sigma`), while a first-position scalar (`sigma * t`) is first rounded to t's dtype. We hold a
-    sigma per row ([B, 1, ...] float32), which *would* promote, so the rules are reproduced explicitly.
-    In float32 they all give the same product.
+    Schedulers multiply model-dtype tensors by one float32 sigma (or dt) at a time. Torch does not promote
+    for a 0-dim operand, so the product has t's dtype, and how the scalar enters depends on where it lives
+    and on the operand order: a CPU scalar times a CUDA tensor is read in full precision (one rounding of
+    the product); on a CPU tensor only a scalar in *second* position is (`t * sigma`), while a
+    first-position scalar (`sigma * t`) is first rounded to t's dtype. We hold a sigma per row
+    ([B, 1, ...] float32), which *would* promote, so the rules are reproduced explicitly. In float32 they
+    all give the same product.
+
+    Where the sigmas live differs by scheduler: EulerDiscreteScheduler (SD-XL) keeps them on the CPU, so on
+    CUDA its products are the full-precision ones computed here. FlowMatchEulerDiscreteScheduler (SD3.5,
+    Flux) keeps the sigmas `set_timesteps` makes on the pipeline's device, so on CUDA in bf16 the pipeline
+    rounds dt to bf16 before `dt * v` while this function (CUDA branch) does not: jsbench's step is the
+    more exact one and may differ from the pipeline's by one bf16 ulp of dt per step. The parity with the
+    diffusers pipelines is therefore exact on the CPU only (where both round the same way); on CUDA it holds
+    to the bf16 tolerance of the parity tests.
     """
     if t.dtype == torch.float32:
         return rows * t
@@ -274,20 +359,29 @@ class DiffusersBackbone:
 
     def __init__(
         self, model: str | None = None, device: str | torch.device | None = None, dtype: torch.dtype | None = None,
-        offload: bool = False, decode_chunk: int | None = None,
+        offload: bool = False, decode_chunk: int | None = None, guidance: float | None = None, share_with=None,
     ):
         import diffusers
 
         self.device = pick_device(device, default=AUTO)  # CUDA when there is one
         self.dtype = dtype or default_dtype(self.device)
         self.model_id = model or self.default_model_id
-        self.offload = bool(offload)
+        self.offload = offload_mode(offload, self.name)  # None, "text", "model" or "sequential"
+        self._prompt_cache: dict[str, Condition] = {}  # "text" offload: prompt -> its encoding, on the CPU
         if decode_chunk is not None:
             self.decode_chunk = int(decode_chunk)
         pipeline_cls = getattr(diffusers, self.pipeline_class_name)
+        # `share_with`: a loaded diffusers backbone whose identical text encoders, tokenizers and VAE this one
+        # uses instead of loading copies (compare's distilled row); only where both keep them on one device
+        self.shared: list[str] = []
+        shared = {}
+        if share_with is not None and getattr(share_with, "pipe", None) is not None and share_with.dtype == self.dtype \
+                and share_with.device == self.device and share_with.offload == self.offload and self.offload in (None, "text"):
+            shared = identical_components(share_with.pipe, share_with.model_id, self.model_id)
+            self.shared = sorted(shared)
         self.pipe, extras = load_pipeline(
             pipeline_cls, self.model_id, backbone=self.name, device=self.device, dtype=self.dtype,
-            default_id=self.default_model_id, hint=self.weights_hint, offload=self.offload,
+            default_id=self.default_model_id, hint=self.weights_hint, offload=self.offload, shared=shared,
         )
         self.vae = self.pipe.vae
         self.vae_scale_factor = 2 ** (len(self.vae.config.block_out_channels) - 1)
@@ -295,7 +389,12 @@ class DiffusersBackbone:
         self.height = int(extras.get("height", h))
         self.width = int(extras.get("width", w))
         self.max_sequence_length = int(extras.get("max_sequence_length", self.max_sequence_length))
-        self.guidance_scale = float(extras.get("guidance_scale", self.default_guidance))
+        self.guidance_scale = float(extras.get("guidance_scale", self.default_guidance))  # the pipeline's own
+        self._check_variant()
+        if guidance is not None:
+            if not self.takes_guidance():
+                raise BackboneLoadError(f"{self.name}: {self.model_id} takes no guidance scale; drop --guidance")
+            self.guidance_scale = float(guidance)
         for module in self._networks():
             module.requires_grad_(False)
             module.eval()
@@ -303,6 +402,17 @@ class DiffusersBackbone:
     # ---- hooks --------------------------------------------------------------------------------------
     def _default_resolution(self) -> tuple[int, int]:
         raise NotImplementedError
+
+    def _check_variant(self) -> None:
+        """Refuse (BackboneLoadError, one line) weights of another variant than the backbone's name says."""
+
+    def takes_guidance(self) -> bool:
+        """Whether the denoiser uses a guidance scale (CFG or a guidance embedding)."""
+        return True
+
+    def recorded_guidance(self) -> float | None:
+        """The guidance scale sampled with, for records and manifests; None where the model takes none."""
+        return self.guidance_scale if self.takes_guidance() else None
 
     def shift_mu(self) -> float | None:
         """The resolution-dependent shift mu the scheduler applies at the current size (Flux-Dev's dynamic
@@ -344,7 +454,9 @@ class DiffusersBackbone:
         """Images [B, 3, H, W] float32 in [0, 1]: one batched sampler loop, then `decode_chunk` rows per VAE call.
 
         Images come back on the backbone's device, except under `offload`, where they are gathered on the CPU
-        (a 1024^2 float32 image is 12 MiB: 512 of them would not fit beside a 24 GB GPU's weights).
+        (a 1024^2 float32 image is 12 MiB: 512 of them would not fit beside a 24 GB GPU's weights). The
+        offload hooks are set up once, at load: calling the pipeline's `maybe_free_model_hooks` here would
+        re-install them and move every network back to the CPU after each sampler chunk.
         """
         latents = self.sample_latents(x_T, cond, sigmas)
         chunk = max(1, int(self.decode_chunk))
@@ -352,9 +464,37 @@ class DiffusersBackbone:
         for start in range(0, latents.shape[0], chunk):
             image = self.decode(latents[start : start + chunk])
             parts.append(image.cpu() if self.offload else image)
-        if self.offload:
-            self.pipe.maybe_free_model_hooks()  # as the pipeline does at the end of __call__
         return torch.cat(parts, dim=0)
+
+    def encode(self, prompts: Sequence[str]) -> Condition:
+        """The adapter's `_encode_prompts`. Under "text" offload the text encoders are moved to the device for
+        the call and back, and each prompt is encoded once: its embeddings are cached on the CPU (compare
+        samples every row on the same prompts), in one batch per call for the prompts not seen yet."""
+        prompts = list(prompts)
+        if self.offload != "text":
+            return self._encode_prompts(prompts)
+        missing = [p for p in dict.fromkeys(prompts) if p not in self._prompt_cache]
+        if missing:
+            encoders = text_encoders(self.pipe)
+            try:
+                for module in encoders:
+                    module.to(self.device)
+                fresh = self._encode_prompts(missing)
+            finally:
+                for module in encoders:
+                    module.to("cpu")
+            for i, prompt in enumerate(missing):
+                row = fresh.take([i])
+                self._prompt_cache[prompt] = Condition([prompt], row.pooled.cpu(), {k: v.cpu() for k, v in row.tensors.items()})
+        rows = [self._prompt_cache[p] for p in prompts]
+        return Condition(
+            prompts=prompts,
+            pooled=torch.cat([r.pooled for r in rows]).to(self.device),
+            tensors={k: torch.cat([r.tensors[k] for r in rows]).to(self.device) for k in rows[0].tensors},
+        )
+
+    def _encode_prompts(self, prompts: list[str]) -> Condition:
+        raise NotImplementedError
 
     def _check_batch(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:
         if x_T.shape[0] != len(cond) or sigmas.shape[0] != x_T.shape[0]:

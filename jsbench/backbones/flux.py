@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from jsbench.backbones import register
-from jsbench.backbones._diffusers import FlowMatchBackbone
+from jsbench.backbones._diffusers import BackboneLoadError, FlowMatchBackbone
 from jsbench.backbones.base import Condition
 
 __all__ = ["FluxBackbone", "FluxDevBackbone", "FluxSchnellBackbone"]
@@ -36,9 +36,24 @@ class FluxBackbone(FlowMatchBackbone):
     eval_batch = 8
     decode_chunk = 4
 
+    #: whether this variant's transformer has a guidance embedding (FLUX.1-dev yes, FLUX.1-schnell no)
+    guidance_embeds: bool = True
+
     def _default_resolution(self) -> tuple[int, int]:
         side = int(getattr(self.pipe, "default_sample_size", 128)) * self.vae_scale_factor
         return side, side
+
+    def _check_variant(self) -> None:
+        """FLUX.1-dev and -schnell share one architecture but for the guidance embedding: weights of the other
+        variant would run silently with the wrong guidance (Dev's at 0, Schnell's ignoring it)."""
+        has = bool(self.pipe.transformer.config.guidance_embeds)
+        if has != self.guidance_embeds:
+            other = "flux-dev" if has else "flux-schnell"
+            what = "has a guidance embedding" if has else "has no guidance embedding"
+            raise BackboneLoadError(f"{self.name}: the transformer of {self.model_id} {what}: these are {other} weights; use --backbone {other}")
+
+    def takes_guidance(self) -> bool:
+        return bool(self.pipe.transformer.config.guidance_embeds)
 
     @property
     def pooled_dim(self) -> int:
@@ -70,7 +85,7 @@ class FluxBackbone(FlowMatchBackbone):
             scheduler.set_timesteps(sigmas=sigmas, mu=mu)
 
     @torch.no_grad()
-    def encode(self, prompts: Sequence[str]) -> Condition:
+    def _encode_prompts(self, prompts: Sequence[str]) -> Condition:
         """CLIP pooled + T5 sequence through the pipeline's own `encode_prompt`; the policy reads CLIP's pooled."""
         prompts = list(prompts)
         prompt_embeds, pooled, _text_ids = self.pipe.encode_prompt(
@@ -201,6 +216,7 @@ class FluxSchnellBackbone(FluxBackbone):
     default_model_id = "black-forest-labs/FLUX.1-schnell"
     default_steps = 4
     default_guidance = 0.0
+    guidance_embeds = False
     max_sequence_length = 256
     timestep_distilled = True
     tiny_sampling = {"height": 32, "width": 32, "max_sequence_length": 64}

@@ -18,7 +18,7 @@ from typing import Sequence
 import torch
 
 from jsbench.backbones import register
-from jsbench.backbones._diffusers import FlowMatchBackbone
+from jsbench.backbones._diffusers import BackboneLoadError, FlowMatchBackbone
 from jsbench.backbones.base import Condition
 from jsbench.schedule import ScheduleError
 
@@ -76,8 +76,19 @@ class SD35Backbone(FlowMatchBackbone):
     def do_cfg(self) -> bool:
         return self.guidance_scale > 1
 
+    def _check_variant(self) -> None:
+        """SD3.5 Medium is an MMDiT-X (dual-attention layers), Large a 38-layer MMDiT without them: weights of
+        the other one are refused (its batch sizes and the name in every record would be wrong)."""
+        cfg = self.pipe.transformer.config
+        dual = bool(cfg.get("dual_attention_layers") or ())
+        large_depth = SD35LargeBackbone.full_size["config"]["num_layers"]
+        if self.name == "sd35-large" and dual:
+            raise BackboneLoadError(f"sd35-large: the transformer of {self.model_id} has dual-attention layers: these are SD3.5 Medium weights; use --backbone sd35-medium")
+        if self.name != "sd35-large" and not dual and cfg.get("num_layers") == large_depth:
+            raise BackboneLoadError(f"{self.name}: the transformer of {self.model_id} is a {large_depth}-layer MMDiT: these are SD3.5 Large weights; use --backbone sd35-large")
+
     @torch.no_grad()
-    def encode(self, prompts: Sequence[str]) -> Condition:
+    def _encode_prompts(self, prompts: Sequence[str]) -> Condition:
         prompts = list(prompts)
         pe, npe, pooled, npooled = self.pipe.encode_prompt(
             prompt=prompts, prompt_2=None, prompt_3=None, device=self.device, num_images_per_prompt=1,

@@ -70,6 +70,12 @@ class SDXLBackbone(DiffusersBackbone):
             raise BackboneLoadError("sdxl: the schedule must end at sigma = 0 (final_sigmas_type='zero')")
         self.max_steps = int(cfg.num_train_timesteps)
         self.table = ve_sigma_table(self.scheduler.alphas_cumprod)  # VE sigma per training timestep
+        # StableDiffusionXLPipeline decodes in float32 when the VAE is fp16 and its config sets `force_upcast`
+        # (SD-XL base's VAE overflows in fp16: NaN or black images). It upcasts per call and casts back; the
+        # VAE is kept in float32 here instead (~0.3 GB at full size), which decodes the same numbers.
+        self.vae_upcast = self.vae.dtype == torch.float16 and bool(self.vae.config.get("force_upcast", False))
+        if self.vae_upcast:
+            self.vae.to(dtype=torch.float32)
         self._defaults = lru_cache(maxsize=64)(self._pipeline_schedule)
 
     def _default_resolution(self) -> tuple[int, int]:
@@ -152,7 +158,7 @@ class SDXLBackbone(DiffusersBackbone):
 
     # ---- protocol -----------------------------------------------------------------------------------
     @torch.no_grad()
-    def encode(self, prompts: Sequence[str]) -> Condition:
+    def _encode_prompts(self, prompts: Sequence[str]) -> Condition:
         prompts = list(prompts)
         pe, npe, pooled, npooled = self.pipe.encode_prompt(
             prompt=prompts, prompt_2=None, device=self.device, num_images_per_prompt=1,
@@ -226,6 +232,8 @@ class SDXLBackbone(DiffusersBackbone):
     @torch.no_grad()
     def decode(self, latents: torch.Tensor) -> torch.Tensor:
         vae = self.pipe.vae
+        if self.vae_upcast:  # the pipeline casts the latents to the upcast VAE's dtype before unscaling them
+            latents = latents.to(vae.dtype)
         mean, std = getattr(vae.config, "latents_mean", None), getattr(vae.config, "latents_std", None)
         if mean is not None and std is not None:
             c = latents.shape[1]

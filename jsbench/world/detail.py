@@ -35,7 +35,6 @@ from functools import lru_cache
 
 import numpy as np
 import torch
-from scipy import ndimage
 
 from jsbench import JsbenchError
 from jsbench.scoring.geneval import Detection
@@ -260,12 +259,14 @@ def texture_strength(contrast: np.ndarray, interior: np.ndarray, box) -> tuple[f
 def interior_mask(images: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     """(contrast [B, H, W], interior [B, H, W]): each pixel's largest channel difference from the background,
     and the foreground pixels whose four neighbours are foreground too (where the renderer draws stripes)."""
+    from scipy import ndimage  # here, not at import: the GPU image has no scipy and never calls the detector
+
     from jsbench.world.detect import FOREGROUND_THRESHOLD
 
     pix = images.detach().to(torch.float32).cpu().permute(0, 2, 3, 1).numpy()
     contrast = np.abs(pix - np.asarray(BACKGROUND, dtype=np.float32)).max(-1)
     cross = np.zeros((3, 3, 3), dtype=bool)
-    cross[1] = ndimage.generate_binary_structure(2, 1)  # within one image, never across the batch
+    cross[1] = [[False, True, False], [True, True, True], [False, True, False]]  # 4-neighbourhood, within one image, never across the batch
     return contrast, ndimage.binary_erosion(contrast > FOREGROUND_THRESHOLD, structure=cross)
 
 

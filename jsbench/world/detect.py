@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from scipy import ndimage
 
 from jsbench.scoring.geneval import Detection
 from jsbench.world.scenes import BACKGROUND, COLOR_ANCHORS, COLOR_RGB, COLORS
@@ -30,11 +29,13 @@ _PALETTE_LINE_RGB = np.stack([np.interp(_PALETTE_LINE_C, COLOR_ANCHORS, COLOR_RG
 _PLANE = np.zeros((3, 3, 3), dtype=bool)
 _PLANE[1] = True
 _PLANE_CROSS = np.zeros((3, 3, 3), dtype=bool)
-_PLANE_CROSS[1] = ndimage.generate_binary_structure(2, 1)
+_PLANE_CROSS[1] = [[False, True, False], [True, True, True], [False, True, False]]  # 4-neighbourhood
 
 
 def detect(images: torch.Tensor) -> list[list[Detection]]:
     """Detections for each image of a [B, 3, H, W] batch in [0, 1]."""
+    from scipy import ndimage  # here, not at import: the GPU image has no scipy and never calls the detector
+
     pix = images.detach().to(torch.float32).cpu().permute(0, 2, 3, 1).numpy()
     batch = pix.shape[0]
     background = np.asarray(BACKGROUND, dtype=np.float32)
