@@ -132,7 +132,8 @@ def _sources(folders, tmp_path):
 def test_every_schedule_source_on_fake_cuda(folders, tmp_path):
     from jsbench.evaluate import policy_source, resolve_schedule, sample_source
     from jsbench.policy import make_policy
-    from jsbench.zoo import oss_search, search_global_schedule
+    from jsbench.zoo.oss import oss_image_source, oss_mean_search, oss_paths
+    from jsbench.zoo.searched import search_global_schedule
 
     suite = ContrastSuite()
     steps = 3
@@ -144,12 +145,16 @@ def test_every_schedule_source_on_fake_cuda(folders, tmp_path):
             source = resolve_schedule(spec, bb, steps, suite=suite)
             rows[spec] = source.make(x, cond)
             assert _on_cuda(sample_source(bb, source, x, cond)), spec
-        # oss: the teacher trajectory and the DP run beside the CUDA states (zoo.py kept its grid on the CPU)
+        # oss: the teacher trajectory and the DPs run beside the CUDA states (the old zoo kept its grid on the CPU)
         teacher = bb.default_sigmas(8, x)[0]
-        oss_row, cost = oss_search(bb, cond, x, steps, teacher)
-        assert oss_row.shape == (steps + 1,) and math.isfinite(cost)
+        paths, costs = oss_paths(bb, cond, x, steps, teacher)
+        assert paths.shape == (2, steps + 1) and bool(torch.isfinite(costs.cpu()).all())
+        mean_row, cost = oss_mean_search(bb, cond, x, steps, teacher)
+        assert mean_row.shape == (steps + 1,) and math.isfinite(cost)
+        _, make, _ = oss_image_source(bb, steps, teacher_steps=8)
+        assert _on_cuda(make(x, cond))
         # searched: a small grid, scored by sampling every candidate on `cuda`
-        best, info = search_global_schedule(bb, suite, steps, suite.items()[:2], [0], grid_points=2, shifts=2,
+        best, info = search_global_schedule(bb, suite, steps, [(it, 0) for it in suite.items()[:2]], grid_points=2, shifts=2,
                                             random_count=1, sweeps=1, refine_points=1, batch=4)
         assert best.shape == (steps + 1,) and info["evaluated"] > 1
         policy = make_policy(bb, steps)
