@@ -314,3 +314,11 @@ def test_readme_workflow_and_ci_script_run_the_same_check(cli):
     for option in re.findall(r"--[a-z-]+", check):
         assert option in out, option
     assert {"--report", "--strict", "--check"} <= set(re.findall(r"--[a-z-]+", out))
+
+
+def test_scores_drawn_with_shared_seeds_are_refused():
+    lines, scores = _committed(KEY, _run(BASE))
+    for entry in scores.values():
+        del entry["noise"]  # a scores file written before noise per (prompt, image)
+    with pytest.raises(CheckError, match="shared by every prompt.*regenerate"):
+        check_against_committed(lines, scores, {KEY: _run(BASE)}, TwoTasks(), KEY[0], KEY[1], [3])
