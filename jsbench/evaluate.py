@@ -124,6 +124,10 @@ def resolve_schedule(spec: str, backbone, steps: int, suite=None, log=None) -> S
             raise EvalError(f"bad schedule {spec!r}: give a path, e.g. policy:policies/analytic/js-n5")
         from jsbench.policy import load_policy
 
+        seeds = sorted(p.parent.name for p in Path(arg).glob("seed*/manifest.json")) if not (Path(arg) / "manifest.json").exists() else []
+        if seeds:
+            raise EvalError(f"{arg} is a learned row of {len(seeds)} training seeds ({', '.join(seeds)}): evaluate one, e.g. "
+                            f"policy:{Path(arg) / seeds[0]}, or all of them with `jsbench compare`")
         policy, manifest = load_policy(arg, backbone=backbone, steps=steps)  # float32, on the backbone's device
         return policy_source(policy, label=method_label(manifest), spec=spec, checksum=manifest.get("checksum"), manifest=manifest)
     from jsbench.zoo import ZOO_KINDS, zoo_source_row

@@ -116,3 +116,9 @@ def test_recipe_takes_a_seed_base(tmp_path):
     assert read_recipe(path)[0]["seed_base"] == 100
     path.write_text(json.dumps({"runs": [{"suite": "geneval", "backbone": "analytic", "steps": [3]}]}))
     assert read_recipe(path)[0]["seed_base"] == 0
+
+
+def test_eval_of_a_multi_seed_row_folder_names_its_seeds(row, cli):
+    code, out, err = cli("eval", "--steps", "3", "--schedule", f"policy:{row / 'analytic' / 'global-n3'}", "--no-progress")
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "3 training seeds (seed0, seed1, seed2)" in err and "jsbench compare" in err
