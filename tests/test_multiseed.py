@@ -76,6 +76,11 @@ def test_multi_seed_row_is_the_mean_over_seeds_with_a_two_level_se(row, tmp_path
     lines = list(csv.DictReader(open(tmp_path / "lb" / "geneval.csv")))
     overall = {r["method"]: r for r in lines if r["task"] == "overall"}
     assert overall["global"]["train_seeds"] == "3" and overall["global"]["converged"] == "false" and overall["global"]["seed_base"] == "7"
+    # a kept section (read back from the CSV) keeps its training seeds, convergence and seed base
+    from jsbench.leaderboard import read_committed, render_csv, tables_from_csv
+
+    text = (tmp_path / "lb" / "geneval.csv").read_text()
+    assert render_csv(tables_from_csv(read_committed(tmp_path / "lb" / "geneval.csv"))) == text
     md = (tmp_path / "lb" / "geneval.md").read_text()
     assert "| global † | 3 | 3 |" in md and "† not converged" in md and "SE² = SE_prompt² + var_seeds / S" in md
     assert "sha256(p, 7 + k)" in md
