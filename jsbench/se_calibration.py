@@ -80,7 +80,10 @@ def se_calibration(backbone, suite, steps: int, policies_dir: Path, *, seeds: in
                                           batch_size=batch_size, log=log)))
         log(f"  {backbone.name} · {steps} steps · replicate {r + 1}/{replicates} (seed base {base}) done")
     diffs = summarise_differences(reps, suite)
+    # every difference at once: sqrt(sum spread^2 / sum mean SE^2); one difference's ratio from R replicates
+    # is itself uncertain (the SD of R draws is off by about 1 / sqrt(2 (R - 1)), 27% at R = 8)
+    pooled = math.sqrt(sum(d["spread"] ** 2 for d in diffs) / sum(d["mean_se"] ** 2 for d in diffs)) if diffs else math.nan
     return {"backbone": backbone.name, "model_id": backbone.model_id, "steps": steps, "suite": suite.name, "metric": suite.primary_metric,
             "seeds_per_prompt": seeds, "seed_bases": [b for b, _ in reps], "prompts": len(suite.items("test")),
             "rows": {label: run.train_seeds for label, run in reps[0][1].items()}, "differences": diffs,
-            "all_ok": all(d["ok"] for d in diffs)}
+            "pooled_ratio": pooled, "ratio_relative_error": 1 / math.sqrt(2 * (replicates - 1)), "all_ok": all(d["ok"] for d in diffs)}

@@ -60,6 +60,7 @@ def main(argv=None) -> int:
         for d in res["differences"]:
             name = f"{d['a']} − {d['b']}"
             print(f"{name[:39]:<40}{d['mean_delta']:>+9.3f}{d['spread']:>9.4f}{d['mean_se']:>9.4f}{d['ratio']:>7.2f}{'' if d['ok'] else '  > target'}")
+        print(f"pooled over the differences: {res['pooled_ratio']:.2f} (one ratio is uncertain by about {res['ratio_relative_error']:.0%})")
     print(f"\nspread: SD of Δ over replicates; mean SE: the leaderboard's SE of Δ; target ratio <= {TARGET_RATIO}")
     record = {
         "schema": SCHEMA, "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "host": platform.node(), "torch": torch.__version__,

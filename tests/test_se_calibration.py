@@ -66,4 +66,5 @@ def test_script_writes_the_calibration_json(tmp_path):
     assert run["seed_bases"] == [0, 1] and run["rows"] == {"default": 1, "global": 1}
     [d] = run["differences"]
     assert (d["a"], d["b"]) == ("global", "default") and len(d["replicates"]) == 2 and d["mean_se"] > 0
-    assert d["ratio"] == pytest.approx(d["spread"] / d["mean_se"])
+    assert d["ratio"] == pytest.approx(d["spread"] / d["mean_se"]) and run["pooled_ratio"] == pytest.approx(d["ratio"])
+    assert run["ratio_relative_error"] == pytest.approx(1 / 2**0.5)
