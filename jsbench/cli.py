@@ -205,6 +205,7 @@ def eval_(
     steps: int = typer.Option(5, help="Step budget."),
     schedule: str = typer.Option("default", help="default | ceiling | uniform | shift:S | policy:PATH | karras[:RHO] | exponential | beta[:A,B] | ays | oss[:M] | oss-mean[:M] | oss-image[:M] | searched | file:PATH (oss and searched are computed once on the training prompts and cached under schedules/)."),
     seeds: int = typer.Option(16, help="Images (seeds) per prompt."),
+    seed_base: int = typer.Option(0, "--seed-base", min=0, help="Image k of prompt p draws its noise from sha256(p, seed base + k)."),
     split: str = typer.Option("test", help="Prompt split: test (held out), train or all."),
     metadata: Optional[Path] = typer.Option(None, help="GenEval evaluation_metadata.jsonl to evaluate instead of the suite's test prompts (--suite geneval; on analytic, prompts the world draws)."),
     prompts_file: Optional[Path] = typer.Option(None, "--prompts-file", help="UTF-8 text file, one prompt of the suite a line: evaluate these instead of --split."),
@@ -238,7 +239,8 @@ def eval_(
     s = load_suite(suite, bb, **({"metadata": str(metadata)} if metadata is not None else {}))
     items = items_for_prompts(s, prompt_list, prompts_file) if prompt_list is not None else None
     source = resolve_schedule(schedule, bb, steps, suite=s, log=lambda m: err.print(m, highlight=False, soft_wrap=True))
-    _, records = run_eval(bb, s, source, out, seeds_per_prompt=seeds, split=split, items=items, batch_size=batch_size, progress=progress, ctx=ctx)
+    _, records = run_eval(bb, s, source, out, seeds_per_prompt=seeds, split=split, items=items, batch_size=batch_size, progress=progress, ctx=ctx,
+                          seed_base=seed_base)
     if ctx.is_main:  # rank 0 writes the records once
         from jsbench import tables
 
@@ -257,6 +259,7 @@ def compare(
     model: Optional[str] = _backbone_option("model"),
     steps: List[int] = typer.Option([3, 5], help="Step budgets (repeat the option for several)."),
     seeds: int = typer.Option(16, help="Images (seeds) per prompt."),
+    seed_base: int = typer.Option(0, "--seed-base", min=0, help="Image k of prompt p draws its noise from sha256(p, seed base + k)."),
     policies: Optional[Path] = typer.Option(None, help="Folder of policies, <backbone>/<name>/ inside (default: policies/ of the project root, " + _ROOT_HELP + ")."),
     records: Path = typer.Option(Path("results/records.jsonl"), help="Records file to append to."),
     leaderboards: Optional[Path] = typer.Option(None, help="Folder of <suite>.md, <suite>.csv and recipe.json (default: leaderboards/ of the project root, " + _ROOT_HELP + "). A run replaces the sections it evaluates and keeps the others."),
@@ -308,11 +311,11 @@ def compare(
     share = bb if hasattr(bb, "pipe") else None
     others = [_backbone(name, other_model or None, device, dtype, offload_mode or offload, decode_chunk, progress, share_with=share) for name, _, other_model in (d.partition("=") for d in distilled)]
     cmd = compare_command(suite, backbone, list(steps), model, seeds, list(schedule), list(distilled), zoo=zoo_specs,
-                          check=check, tolerance=tolerance, strict=strict, guidance=guidance)
+                          check=check, tolerance=tolerance, strict=strict, guidance=guidance, seed_base=seed_base)
     result = run_compare(
         bb, s, list(steps), policies_dir=policies, records_path=records, leaderboard_dir=leaderboards, seeds=seeds,
         check=check, tolerance=tolerance, strict=strict, reports=list(report), extra_schedules=list(schedule), distilled=others, plots=plots, progress=progress, command=cmd,
-        log=lambda msg: err.print(msg, style="dim", highlight=False, soft_wrap=True), batch_size=batch_size, zoo=zoo_specs,
+        log=lambda msg: err.print(msg, style="dim", highlight=False, soft_wrap=True), batch_size=batch_size, zoo=zoo_specs, seed_base=seed_base,
     )
     from jsbench import tables
 

@@ -7,10 +7,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from jsbench import JsbenchError
-from jsbench.evaluate import resolve_schedule
+from jsbench.evaluate import EVAL_SEED_BASE, resolve_schedule
 from jsbench.io import write_text_atomic
 from jsbench.leaderboard import Table, add_reference_deltas, build_tables, merge_tables, read_committed, render_csv, render_markdown, tables_from_csv
 from jsbench.policy import read_manifest
+from jsbench.results import append_records, make_records
 from jsbench.report import CheckReport, check_against_committed, check_scope, check_tolerance, read_scores, report_format, row_key, scores_path, write_report, write_scores
 from jsbench.runs import run_eval
 
@@ -24,15 +25,44 @@ class CompareResult:
     written: list[Path] = field(default_factory=list)
 
 
-def shipped_policies(policies_dir: Path, backbone: str, steps: int) -> list[Path]:
-    """Policy folders under policies_dir/<backbone>/ whose manifest matches the backbone and budget."""
+def shipped_policies(policies_dir: Path, backbone: str, steps: int) -> list[list[Path]]:
+    """The learned rows under policies_dir/<backbone>/ whose manifests match the backbone and budget, each
+    the list of its training seeds' policy folders: `<row>/seed<S>/` in the order of S, or the row folder
+    itself when it holds a manifest.json (a row trained once)."""
     root = Path(policies_dir) / backbone
-    found = []
-    for manifest in sorted(root.glob("*/manifest.json")) if root.is_dir() else []:
-        m = read_manifest(manifest.parent)
-        if m.get("backbone") == backbone and m.get("steps") == steps:
-            found.append(manifest.parent)
-    return found
+    rows = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
+        if (folder / "manifest.json").is_file():
+            seeds = [folder]
+        else:
+            found = [m.parent for m in folder.glob("seed*/manifest.json") if m.parent.name[4:].isdigit()]
+            seeds = sorted(found, key=lambda p: int(p.name[4:]))
+        manifests = [read_manifest(p) for p in seeds]
+        if seeds and all(m.get("backbone") == backbone and m.get("steps") == steps for m in manifests):
+            rows.append(seeds)
+    return rows
+
+
+def evaluate_learned_row(backbone, suite, seed_folders: list[Path], steps: int, *, seeds: int, seed_base: int, batch_size=None, on_images=None,
+                         log=None):
+    """A learned row: each training seed's policy evaluated on the same prompts and images, and the row
+    source (spec `policy:<row folder>`, every seed's manifest) with the run holding the per-image mean over
+    seeds and each seed's scores (`EvalRun.seed_scores`)."""
+    import hashlib
+
+    from jsbench.evaluate import evaluate, mean_over_seeds
+
+    sources = [resolve_schedule(f"policy:{p}", backbone, steps, suite=suite, log=log) for p in seed_folders]
+    labels = {s.label for s in sources}
+    if len(labels) > 1:
+        raise JsbenchError(f"the training seeds of {seed_folders[0].parent} are different methods ({', '.join(sorted(labels))})")
+    runs = [evaluate(backbone, suite, s, seeds, seed_base=seed_base, batch_size=batch_size, progress=False, on_images=on_images) for s in sources]
+    if len(seed_folders) == 1 and not seed_folders[0].name.startswith("seed"):
+        return sources[0], runs[0]  # a row trained once, in a flat folder
+    row = seed_folders[0].parent
+    checksum = hashlib.sha256("".join(s.checksum or "" for s in sources).encode()).hexdigest()
+    source = replace(sources[0], spec=f"policy:{row}", checksum=checksum, seed_manifests=[s.manifest or {} for s in sources])
+    return source, mean_over_seeds(runs)
 
 
 def validate_compare_options(check: bool, strict: bool = False, reports: list[Path] = (), leaderboard_dir: Path | None = None,
@@ -82,6 +112,7 @@ def run_compare(
     log=print,
     batch_size: int | None = None,
     zoo: list[str] = (),
+    seed_base: int = EVAL_SEED_BASE,
 ) -> CompareResult:
     committed = validate_compare_options(check, strict, reports, leaderboard_dir, suite.name, tolerance=tolerance,
                                          backbone_name=backbone.name, steps_list=steps_list)  # before anything is evaluated
@@ -99,24 +130,32 @@ def run_compare(
         # the zoo's rows (karras, ays, oss, searched, ...) that exist for this backbone, beside default
         from jsbench.zoo import zoo_rows
 
-        specs = ["default", *zoo_rows(list(zoo), backbone, steps, log), *extra_schedules] + [f"policy:{p}" for p in found]
+        specs = ["default", *zoo_rows(list(zoo), backbone, steps, log), *extra_schedules] + [seed_folders for seed_folders in found]
         if not ceiling_done:
             specs.append("ceiling")
             ceiling_done = True
         plan.append((steps, specs))
     from jsbench.progress import image_bar
 
-    rows_total = sum(len(specs) + len(distilled) for _, specs in plan)
+    rows_total = sum(sum(len(sp) if isinstance(sp, list) else 1 for sp in specs) + len(distilled) for _, specs in plan)
     with image_bar(f"[bold]compare {backbone.name} · {suite.name}", rows_total * len(suite.items("test")) * seeds, progress) as bar:
         for steps, specs in plan:
             reference = None
             for spec in specs:
-                source = resolve_schedule(spec, backbone, steps, suite=suite, log=log)
-                plotted.setdefault(steps, []).append(source)
-                bar.status(f"{source.label} · {source.steps} steps")
-                paired = reference if source.steps == steps and spec != "default" else None
-                run, records = run_eval(backbone, suite, source, records_path, seeds_per_prompt=seeds, progress=False, batch_size=batch_size,
-                                        on_images=bar.advance, reference=paired)
+                if isinstance(spec, list):  # a learned row: the folders of its training seeds
+                    bar.status(f"{spec[0].parent.name if spec[0].name.startswith('seed') else spec[0].name} · {len(spec)} training seed(s)")
+                    source, run = evaluate_learned_row(backbone, suite, spec, steps, seeds=seeds, seed_base=seed_base, batch_size=batch_size,
+                                                       on_images=bar.advance, log=log)
+                    plotted.setdefault(steps, []).append(replace(source, spec=f"policy:{spec[0]}"))  # figures: its first seed
+                    records = make_records(backbone, suite, source, run, reference=reference)
+                    append_records(records_path, records)
+                else:
+                    source = resolve_schedule(spec, backbone, steps, suite=suite, log=log)
+                    plotted.setdefault(steps, []).append(source)
+                    bar.status(f"{source.label} · {source.steps} steps")
+                    paired = reference if source.steps == steps and spec != "default" else None
+                    run, records = run_eval(backbone, suite, source, records_path, seeds_per_prompt=seeds, progress=False, batch_size=batch_size,
+                                            on_images=bar.advance, reference=paired, seed_base=seed_base)
                 runs[row_key(backbone.name, backbone.model_id, source.row_steps, source.label)] = run
                 if spec == "default":
                     reference = run
@@ -129,7 +168,7 @@ def run_compare(
                 source = replace(resolve_schedule("default", other, own), label=f"{other.name} ({own} steps, distilled)", budget=steps)
                 bar.status(source.label)
                 run, records = run_eval(other, suite, source, records_path, seeds_per_prompt=seeds, progress=False, batch_size=batch_size,
-                                        on_images=bar.advance, reference=reference, filed_under=backbone)
+                                        on_images=bar.advance, reference=reference, filed_under=backbone, seed_base=seed_base)
                 runs[row_key(backbone.name, backbone.model_id, source.row_steps, source.label)] = run  # the row shows its section's budget
                 made += records
                 log(f"  {source.label:<22} {own:>4} steps  done")
@@ -179,7 +218,7 @@ def figure_links(leaderboard_dir: Path, suite: str) -> list[tuple[str, Path]]:
         name, _, budget = head.rpartition("-n")
         backbone = name[len(suite) + 1 :]
         if kind in _FIGURE_KINDS and budget.isdigit() and backbone:
-            title = f"{backbone} · {budget} steps · {kind}" + (" (seed 0)" if kind == "images" else "")  # write_figures' grid seed
+            title = f"{backbone} · {budget} steps · {kind}" + (" (image 0 of each prompt)" if kind == "images" else "")  # write_figures' grid seed
             found.append(((backbone, int(budget), _FIGURE_KINDS.index(kind)), title, path))
     return [(title, path) for _, title, path in sorted(found, key=lambda f: f[0])]
 
@@ -198,7 +237,7 @@ def write_figures(backbone, suite, sources_by_steps: dict[int, list], policies_d
         stem = f"{suite.name}-{backbone.name}-n{steps}"
         budget = [s for s in sources if s.steps == steps]
         out.append((f"{backbone.name} · {steps} steps · schedules", plot_schedules(backbone, budget, prompts, [0, 1, 2, 3], fig_dir / f"{stem}-schedules.png")))
-        out.append((f"{backbone.name} · {steps} steps · images (seed 0)", plot_image_grid(backbone, sources, prompts, 0, fig_dir / f"{stem}-images.png", passed)))
+        out.append((f"{backbone.name} · {steps} steps · images (image 0 of each prompt)", plot_image_grid(backbone, sources, prompts, 0, fig_dir / f"{stem}-images.png", passed)))
         logs = {}
         for s, label in zip(budget, unique_labels(budget)):
             if s.spec.startswith("policy:"):
@@ -228,13 +267,14 @@ def suite_verdicts(suite, items):
 # --- the recipe behind `jsbench compare --all` ------------------------------------------------------------
 
 RECIPE_NAME = "recipe.json"
-RECIPE_KEYS = {"suite": str, "backbone": str, "steps": list, "model": str, "seeds": int, "schedule": list, "distilled": list, "zoo": str}
+RECIPE_KEYS = {"suite": str, "backbone": str, "steps": list, "model": str, "seeds": int, "schedule": list, "distilled": list, "zoo": str, "seed_base": int}
 DEFAULT_SEEDS = 16
 
 
 def compare_command(suite: str, backbone: str, steps: list[int], model: str | None = None, seeds: int = DEFAULT_SEEDS,
                     schedule: list[str] = (), distilled: list[str] = (), zoo: list[str] | None = None, check: bool = False,
-                    tolerance: float = 2.0, strict: bool = False, guidance: float | None = None) -> str:
+                    tolerance: float = 2.0, strict: bool = False, guidance: float | None = None,
+                    seed_base: int = EVAL_SEED_BASE) -> str:
     """The `jsbench compare` command line that evaluates these rows (shown beside each section). `zoo`: the
     parsed zoo rows, named only when they are not the default ones; `check`, `tolerance`, `strict`: the
     check's options, named when checking."""
@@ -246,6 +286,8 @@ def compare_command(suite: str, backbone: str, steps: list[int], model: str | No
         parts.append(f"--guidance {guidance:g}")
     if seeds != DEFAULT_SEEDS:
         parts.append(f"--seeds {seeds}")
+    if seed_base != EVAL_SEED_BASE:
+        parts.append(f"--seed-base {seed_base}")
     parts += [f"--schedule {s}" for s in schedule] + [f"--distilled {d}" for d in distilled]
     if zoo is not None:
         from jsbench.zoo import DEFAULT_ZOO
@@ -258,7 +300,7 @@ def compare_command(suite: str, backbone: str, steps: list[int], model: str | No
 
 
 # the options of one compare invocation: `--all` takes them from each recipe run, never from its command line
-PER_RUN_OPTIONS = ("suite", "backbone", "model", "steps", "seeds", "schedule", "distilled", "zoo")
+PER_RUN_OPTIONS = ("suite", "backbone", "model", "steps", "seeds", "schedule", "distilled", "zoo", "seed_base")
 
 
 def validate_all_options(given: list[str], reports: list[Path] = ()) -> None:
@@ -278,7 +320,8 @@ def recipe_run_options(run: dict) -> dict:
 
 def recipe_run_command(run: dict) -> str:
     """The command line a recipe run stands for (shown before it runs)."""
-    return compare_command(run["suite"], run["backbone"], run["steps"], run["model"], run["seeds"], run["schedule"], run["distilled"])
+    return compare_command(run["suite"], run["backbone"], run["steps"], run["model"], run["seeds"], run["schedule"], run["distilled"],
+                           seed_base=run["seed_base"])
 
 
 def read_recipe(path: str | Path) -> list[dict]:
@@ -309,5 +352,5 @@ def read_recipe(path: str | Path) -> list[dict]:
                 raise JsbenchError(f"{where}: {key!r} is missing")
         if not run["steps"] or not all(isinstance(n, int) and n >= 1 for n in run["steps"]):
             raise JsbenchError(f"{where}: steps must be a list of step budgets, e.g. [3, 5]")
-        out.append({"model": None, "seeds": DEFAULT_SEEDS, "schedule": [], "distilled": [], "zoo": None, **run})  # zoo None: compare's default
+        out.append({"model": None, "seeds": DEFAULT_SEEDS, "schedule": [], "distilled": [], "zoo": None, "seed_base": EVAL_SEED_BASE, **run})  # zoo None: compare's default
     return out

@@ -31,6 +31,18 @@ from jsbench.schedule import check_sigmas, shifted_sigmas, uniform_sigmas
 
 CEILING_STEPS = DEFAULT_CEILING_STEPS  # the ceiling of a backbone whose `ceiling_steps` is the default (200)
 EVAL_SEED_BASE = 0
+# how an image's noise seed is derived: a new scheme is a new key for resumed side files and committed scores
+NOISE_SCHEME = "prompt-image-sha256"
+NOISE_SEED_RANGE = (2**40, 2**62)  # far above training's seeds (1_000_000 + it * B + b): the two never meet
+
+
+def noise_seed(prompt: str, image: int) -> int:
+    """The seed of image `image` (seed base + k) of `prompt`: sha256 of both, mapped into NOISE_SEED_RANGE.
+    Every method draws the same x_T for the same (prompt, image), so differences stay paired, and no two
+    prompts share a noise, so the noises are not a random effect common to every prompt."""
+    digest = hashlib.sha256(json.dumps([NOISE_SCHEME, prompt, int(image)]).encode()).digest()
+    lo, hi = NOISE_SEED_RANGE
+    return lo + int.from_bytes(digest[:8], "little") % (hi - lo)
 
 
 class EvalError(JsbenchError):
@@ -53,6 +65,7 @@ class ScheduleSource:
     checksum: str | None = None
     manifest: dict | None = None
     budget: int | None = _AT_STEPS  # type: ignore[assignment]
+    seed_manifests: list[dict] | None = None  # a learned row of several training seeds: each seed's manifest
 
     def __post_init__(self):
         if self.budget is _AT_STEPS:
@@ -112,6 +125,10 @@ def resolve_schedule(spec: str, backbone, steps: int, suite=None, log=None) -> S
             raise EvalError(f"bad schedule {spec!r}: give a path, e.g. policy:policies/analytic/js-n5")
         from jsbench.policy import load_policy
 
+        seeds = sorted(p.parent.name for p in Path(arg).glob("seed*/manifest.json")) if not (Path(arg) / "manifest.json").exists() else []
+        if seeds:
+            raise EvalError(f"{arg} is a learned row of {len(seeds)} training seeds ({', '.join(seeds)}): evaluate one, e.g. "
+                            f"policy:{Path(arg) / seeds[0]}, or all of them with `jsbench compare`")
         policy, manifest = load_policy(arg, backbone=backbone, steps=steps)  # float32, on the backbone's device
         return policy_source(policy, label=method_label(manifest), spec=spec, checksum=manifest.get("checksum"), manifest=manifest)
     from jsbench.zoo import ZOO_KINDS, zoo_source_row
@@ -127,14 +144,39 @@ def resolve_schedule(spec: str, backbone, steps: int, suite=None, log=None) -> S
 
 @dataclass
 class EvalRun:
-    """Per-image scores of one (backbone, suite, schedule, steps) evaluation."""
+    """Per-image scores of one (backbone, suite, schedule, steps) evaluation. `seeds` are the image indices
+    (seed base + k; image k of prompt p starts from `noise_seed(p, seed base + k)`). A learned row of several
+    training seeds holds each seed's scores in `seed_scores` and their per-image mean in `scores`."""
 
     items: list
     seeds: list[int]
     scores: list[dict]  # aligned with [(item, seed) for item in items for seed in seeds]
+    seed_scores: list[list[dict]] | None = None  # per training seed, aligned like `scores`
 
     def rows(self):
         return [(it, s) for it in self.items for s in self.seeds]
+
+    @property
+    def train_seeds(self) -> int:
+        return len(self.seed_scores) if self.seed_scores else 1
+
+    def per_seed(self) -> list[list[dict]]:
+        """Each training seed's per-image scores ([scores] for a run of one policy)."""
+        return self.seed_scores if self.seed_scores else [self.scores]
+
+
+def mean_over_seeds(runs: list[EvalRun]) -> EvalRun:
+    """One row from the runs of its training seeds on the same prompts and images: per image the mean of
+    each metric over the seeds (`scores`), each seed's own scores kept in `seed_scores`."""
+    first = runs[0]
+    for r in runs[1:]:
+        if [it.prompt for it in r.items] != [it.prompt for it in first.items] or r.seeds != first.seeds:
+            raise EvalError("the training seeds of a row must be evaluated on the same prompts and images")
+    mean = []
+    for per_image in zip(*(r.scores for r in runs)):
+        keys = [k for k in per_image[0] if all(k in sc for sc in per_image)]
+        mean.append({k: sum(sc[k] for sc in per_image) / len(per_image) for k in keys})
+    return EvalRun(items=first.items, seeds=first.seeds, scores=mean, seed_scores=[r.scores for r in runs])
 
 
 def _partial_path(out: Path | None, key: str) -> Path | None:
@@ -173,7 +215,8 @@ def evaluate(
     from jsbench.backbones import recorded_guidance
 
     guidance = recorded_guidance(backbone)  # a partial run at another guidance scale is not resumed (None: as before)
-    key = hashlib.sha256(json.dumps([backbone.name, backbone.model_id, suite.name, source.spec, source.steps, source.checksum, split, seeds, *([scorer] if scorer else []), *([guidance] if guidance else [])], sort_keys=True).encode()).hexdigest()[:16]
+    key = hashlib.sha256(json.dumps([backbone.name, backbone.model_id, suite.name, source.spec, source.steps, source.checksum, split, seeds, NOISE_SCHEME,
+                                     *([scorer] if scorer else []), *([guidance] if guidance else [])], sort_keys=True).encode()).hexdigest()[:16]
     partial = _partial_path(out, key)
     # a finished score is reused only for the same prompt, seed *and* scoring rules (an edited metadata file)
     digests = {id(it): item_digest(it) for it in items}
@@ -208,8 +251,9 @@ def evaluate(
 
 
 def encode_rows(backbone, rows: list) -> tuple[object, torch.Tensor]:
-    """The encoded prompts and the initial noise of (item, seed) rows: what evaluation samples from."""
-    return backbone.encode([it.prompt for it, _ in rows]), backbone.initial_noise([s for _, s in rows])
+    """The encoded prompts and the initial noise of (item, image) rows: what evaluation samples from (image k
+    of a prompt from `noise_seed(prompt, k)`)."""
+    return backbone.encode([it.prompt for it, _ in rows]), backbone.initial_noise([noise_seed(it.prompt, s) for it, s in rows])
 
 
 def sample_source(backbone, source: ScheduleSource, x_T: torch.Tensor, cond) -> torch.Tensor:

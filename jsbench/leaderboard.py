@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jsbench.results import PROVENANCE_FIELDS, Record, latest, paired_metrics
+from jsbench.stats import SE_LEGEND, TWO_LEVEL_LEGEND
 
 METHOD_ORDER = ["default", "uniform", "global", "js", "js (prompt-only)", "js-plugin", "rloo", "xctx", "none"]
 ZOO_ORDER = {k: i for i, k in enumerate(["karras", "exponential", "beta", "ays", "oss", "oss-mean", "oss-image", "searched", "file"])}
@@ -52,6 +53,7 @@ class Table:
     rows: list[dict]  # method, steps, per-task values, overall, stderr, delta, delta_stderr, n_images
     command: str = ""  # the command that made this section (shown on the page, kept in the CSV)
     provenance: dict = field(default_factory=dict)  # detector, colour model, prompt set, OCR engine, reward model
+    seed_base: int | None = None  # image k of prompt p from noise_seed(p, seed_base + k); None: shared seeds (older pages)
 
     @property
     def key(self) -> tuple:
@@ -110,12 +112,42 @@ def build_tables(records: list[Record], suite: str, metric: str) -> list[Table]:
                     "delta": overall.delta_vs_default,
                     "delta_stderr": overall.delta_stderr,
                     "n_images": overall.n_images,
+                    "train_seeds": overall.train_seeds,  # a learned row: the training seeds it averages (None: not learned)
+                    "converged": overall.converged,  # a learned row: every seed's manifest says converged
                     # per task, and overall: (prompts, images) the row averages over
                     "counts": {t: (r.n_prompts, r.n_images) for t, r in by_task.items()},
                 }
             )
-        tables.append(Table(backbone, model_id, budget, tasks, rows, provenance={f: v for f, v in zip(PROVENANCE_FIELDS, prov) if v}))
+        bases = {r.seed_base for r in here if r.noise}
+        tables.append(Table(backbone, model_id, budget, tasks, rows, provenance={f: v for f, v in zip(PROVENANCE_FIELDS, prov) if v},
+                            seed_base=bases.pop() if len(bases) == 1 else None))
     return tables
+
+
+NOT_CONVERGED_MARK = "†"
+NOT_CONVERGED_LEGEND = "† not converged: its training reward still rose at the end (manifest `convergence`)."
+
+
+def method_cell(row: dict) -> str:
+    """The row's method, marked when a manifest of its training seeds says it had not converged."""
+    return row["method"] + (f" {NOT_CONVERGED_MARK}" if row.get("converged") is False else "")
+
+
+def table_legend(t: Table) -> list[str]:
+    """The lines under a table: what its ± is, how learned rows of several seeds count, the convergence mark."""
+    out = [SE_LEGEND]
+    if any((row.get("train_seeds") or 1) > 1 for row in t.rows):
+        out.append(TWO_LEVEL_LEGEND)
+    if any(row.get("converged") is False for row in t.rows):
+        out.append(NOT_CONVERGED_LEGEND)
+    return out
+
+
+def noise_text(t: Table) -> str:
+    """One line for a section header: where its images' noise comes from."""
+    if t.seed_base is None:
+        return ""
+    return f"Noise: image k of prompt p starts from seed sha256(p, {t.seed_base} + k), the same for every row."
 
 
 def render_markdown(tables: list[Table], suite: str, metric: str, command: str, extra: str = "") -> str:
@@ -133,14 +165,17 @@ def render_markdown(tables: list[Table], suite: str, metric: str, command: str, 
             out += [provenance_text(t.provenance), ""]
         if section_counts(t):
             out += [section_counts(t), ""]
-        header = ["method", "steps", *t.tasks, "overall", "Δ vs default", "Δ vs global"]
+        if noise_text(t):
+            out += [noise_text(t), ""]
+        header = ["method", "steps", "train seeds", *t.tasks, "overall", "Δ vs default", "Δ vs global"]
         out.append("| " + " | ".join(header) + " |")
         out.append("|" + "|".join(["---"] * len(header)) + "|")
         for row in t.rows:
-            cells = [row["method"], str(row["steps"]), *[_fmt(row[k]) for k in t.tasks], _fmt(row["overall"], row["stderr"]),
-                     _fmt(row["delta"], row["delta_stderr"], signed=True), _fmt(row.get("delta_global"), row.get("delta_global_stderr"), signed=True)]
+            cells = [method_cell(row), str(row["steps"]), str(row["train_seeds"]) if row.get("train_seeds") else "", *[_fmt(row[k]) for k in t.tasks],
+                     _fmt(row["overall"], row["stderr"]), _fmt(row["delta"], row["delta_stderr"], signed=True),
+                     _fmt(row.get("delta_global"), row.get("delta_global_stderr"), signed=True)]
             out.append("| " + " | ".join(cells) + " |")
-        out.append("")
+        out += ["", *table_legend(t), ""]
     cross = cross_budget(tables)
     if cross:
         out += cross
@@ -195,14 +230,16 @@ def cross_budget(tables: list[Table]) -> list[str]:
                 row = next((r for r in t.rows if r["method"] == m), None)
                 cells.append(_fmt(row["overall"], row["stderr"]) if row else "–")
             out.append(f"| {m} | " + " | ".join(cells) + " |")
-        out.append("")
+        out += ["", SE_LEGEND, ""]
     return out
 
 
 CSV_FIELDS = ["backbone", "model_id", "steps", "method", "task", "value", "stderr", "delta", "delta_stderr", "n_images", "budget", "command", *PROVENANCE_FIELDS,
-              "n_prompts", "delta_global", "delta_global_stderr"]
+              "n_prompts", "delta_global", "delta_global_stderr", "train_seeds", "converged", "seed_base"]
 # `steps` is the row's own budget (200 for the ceiling row), `budget` the section's; `command` made the section;
-# `n_images` and `n_prompts` are the line's own task's; `delta_global` (overall lines) is paired vs the global row
+# `n_images` and `n_prompts` are the line's own task's; `delta_global` (overall lines) is paired vs the global row;
+# `train_seeds`: the training seeds a learned row averages; `converged`: true/false from its manifests ("" unknown);
+# `seed_base`: image k of prompt p from noise_seed(p, seed_base + k) ("": an older page's shared seeds)
 
 
 def render_csv(tables: list[Table]) -> str:
@@ -218,7 +255,9 @@ def render_csv(tables: list[Table]) -> str:
                      _num(row["stderr"]) if task == "overall" else "", _num(row["delta"]) if task == "overall" else "",
                      _num(row["delta_stderr"]) if task == "overall" else "", _count(row, task, 1), t.steps, t.command,
                      *provenance_key(t.provenance), _count(row, task, 0),
-                     _num(row.get("delta_global")) if task == "overall" else "", _num(row.get("delta_global_stderr")) if task == "overall" else ""]
+                     _num(row.get("delta_global")) if task == "overall" else "", _num(row.get("delta_global_stderr")) if task == "overall" else "",
+                     row.get("train_seeds") or "", "" if row.get("converged") is None else str(bool(row["converged"])).lower(),
+                     "" if t.seed_base is None else t.seed_base]
                 )
     return buf.getvalue()
 
@@ -256,8 +295,10 @@ def tables_from_csv(rows: list[dict]) -> list[Table]:
             budget = int(r["steps"])
         budget_of[bm] = budget
         prov = {f: r[f] for f in PROVENANCE_FIELDS if r.get(f)}  # older CSVs have no provenance columns
-        g = groups.setdefault((*bm, budget, provenance_key(prov)), {"tasks": [], "rows": {}, "command": r.get("command") or "", "provenance": prov})
-        row = g["rows"].setdefault(r["method"], {"method": r["method"], "steps": int(r["steps"])})
+        g = groups.setdefault((*bm, budget, provenance_key(prov)), {"tasks": [], "rows": {}, "command": r.get("command") or "", "provenance": prov,
+                                                                    "seed_base": _int(r.get("seed_base"))})
+        row = g["rows"].setdefault(r["method"], {"method": r["method"], "steps": int(r["steps"]), "train_seeds": _int(r.get("train_seeds")),
+                                                 "converged": {"true": True, "false": False}.get(r.get("converged") or "")})
         if r.get("n_prompts") or r.get("n_images"):  # per line, as written (CSVs without n_prompts repeated the overall n_images)
             row.setdefault("counts", {})[r["task"]] = (_int(r.get("n_prompts")), _int(r.get("n_images")))
         if r["task"] == "overall":
@@ -271,7 +312,7 @@ def tables_from_csv(rows: list[dict]) -> list[Table]:
     tables = []
     for (backbone, model_id, budget, _), g in groups.items():
         kept = [{**{t: None for t in g["tasks"]}, **row} for row in g["rows"].values() if "overall" in row]
-        tables.append(Table(backbone, model_id, budget, g["tasks"], kept, g["command"], g["provenance"]))
+        tables.append(Table(backbone, model_id, budget, g["tasks"], kept, g["command"], g["provenance"], g["seed_base"]))
     return tables
 
 

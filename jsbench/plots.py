@@ -54,8 +54,10 @@ def plot_schedules(backbone, sources: list, prompts: list[str], seeds: list[int]
     fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     rows = [(p, s) for p in prompts for s in seeds]
+    from jsbench.evaluate import noise_seed
+
     cond = backbone.encode([p for p, _ in rows])
-    x_T = backbone.initial_noise([s for _, s in rows])
+    x_T = backbone.initial_noise([noise_seed(p, s) for p, s in rows])  # the noises evaluation draws
     shown = prompts[: len(LINE_STYLES)]
     for i, (source, label) in enumerate(zip(sources, unique_labels(sources))):
         sig = source.make(x_T, cond).float().cpu()
@@ -105,12 +107,12 @@ def plot_image_grid(backbone, sources: list, prompts: list[str], seed: int, path
     [bool]` (the suite's verdict per image), each image is framed and marked: green ✓ pass, red ✗ fail."""
     import textwrap
 
-    from jsbench.evaluate import sample_source
+    from jsbench.evaluate import noise_seed, sample_source
 
     plt = _pyplot()
     fig, axes = plt.subplots(len(sources), len(prompts), figsize=(1.9 * len(prompts), 1.9 * len(sources) + 0.5), squeeze=False)
     cond = backbone.encode(prompts)
-    x_T = backbone.initial_noise([seed] * len(prompts))
+    x_T = backbone.initial_noise([noise_seed(p, seed) for p in prompts])  # image `seed` of each prompt, as evaluated
     for i, (source, label) in enumerate(zip(sources, unique_labels(sources))):
         images = sample_source(backbone, source, x_T, cond).float().clamp(0, 1).cpu()  # evaluation's own sampling call
         verdicts = passed(images, prompts) if passed is not None else [None] * len(prompts)

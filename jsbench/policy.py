@@ -232,7 +232,9 @@ def list_policies(root: str | Path) -> list[dict]:
     for manifest in sorted(root.rglob("manifest.json")):
         m = read_manifest(manifest.parent)
         rows.append({"path": display_path(manifest.parent), "backbone": m.get("backbone"), "steps": m.get("steps"), "kind": m.get("kind"),
-                     "baseline": m.get("baseline"), "reward": m.get("reward"), "checksum": m.get("checksum"), "_short": manifest.parent.relative_to(root)})
+                     "baseline": m.get("baseline"), "reward": m.get("reward"), "train_seed": (m.get("train") or {}).get("seed"),
+                     "converged": (m.get("convergence") or {}).get("converged"), "checksum": m.get("checksum"),
+                     "_short": manifest.parent.relative_to(root)})
     return rows
 
 

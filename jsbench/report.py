@@ -30,6 +30,7 @@ from pathlib import Path
 from jsbench import JsbenchError
 from jsbench.io import write_text_atomic
 from jsbench.leaderboard import method_rank, provenance_key
+from jsbench.evaluate import NOISE_SCHEME
 from jsbench.results import PROVENANCE_FIELDS
 
 REPORT_FORMATS = {".md": "markdown", ".json": "json", ".xml": "junit"}
@@ -78,6 +79,8 @@ def scores_entry(key: tuple, suite_name: str, metric: str, run, values: dict[str
         "provenance": line_provenance(provenance or {}),
         "suite": suite_name, "metric": metric, "seeds": list(run.seeds), "prompts": [it.prompt for it in run.items],
         "tasks": [it.task for it in run.items], "scores": [s.get(metric) for s in run.scores], "values": values,
+        "noise": NOISE_SCHEME,  # image k of prompt p from noise_seed(p, seeds[k]); absent: shared seeds (older files)
+        "train_seeds": getattr(run, "train_seeds", 1),  # scores of a learned row: the per-image mean over its training seeds
     }
 
 
@@ -346,6 +349,12 @@ def check_against_committed(
                 f"{len(entry['seeds'])} seeds, this run on {len(run.items)} × {len(run.seeds)} (or other prompts): "
                 f"check with the committed settings (--seeds {len(entry['seeds'])}) or regenerate the leaderboard"
             )
+        if entry.get("noise") != NOISE_SCHEME:
+            raise CheckError(
+                f"committed per-image scores of {key[0]} · {key[2]} steps · {key[3]} were drawn with "
+                f"{'seeds shared by every prompt' if entry.get('noise') is None else repr(entry.get('noise'))}, this run with noise per "
+                "(prompt, image): regenerate the leaderboard with `jsbench compare`"
+            )
         if entry.get("metric", metric) != metric:
             raise CheckError(f"{scores_file}: row {key[3]} holds {entry.get('metric')!r} scores, the leaderboard ranks by {metric!r}")
         rows = [(it, s) for it in run.items for s in run.seeds]
@@ -458,8 +467,11 @@ def _md_row(r: RowCheck) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
+CHECK_LEGEND = "SE(Δ): standard error of the paired per-image differences, clustered by prompt."
+
+
 def _md_table(rows: list[RowCheck]) -> list[str]:
-    return ["| " + " | ".join(_MD_HEADER) + " |", "|" + "|".join("---" for _ in _MD_HEADER) + "|", *(_md_row(r) for r in rows)]
+    return ["| " + " | ".join(_MD_HEADER) + " |", "|" + "|".join("---" for _ in _MD_HEADER) + "|", *(_md_row(r) for r in rows), "", CHECK_LEGEND]
 
 
 def render_markdown(report: CheckReport) -> str:

@@ -11,13 +11,15 @@ import json
 import math
 import subprocess
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 from jsbench import JsbenchError, __version__
-from jsbench.evaluate import EvalRun, ScheduleSource
+from jsbench.evaluate import NOISE_SCHEME, EvalRun, ScheduleSource
 from jsbench.io import append_lines
 from jsbench.scoring.geneval_prompts import prompt_set_hash as entries_hash
+from jsbench.stats import paired_two_level, two_level
+from jsbench.suites.base import TaskMetric
 
 PROVENANCE_FIELDS = ("detector", "color_model", "prompt_set", "ocr_engine", "reward_model", "guidance")
 # a record is one (configuration, provenance, task, metric): numbers from another detector, colour model,
@@ -54,6 +56,12 @@ class Record:
     ocr_engine: str | None = None
     reward_model: str | None = None
     guidance: str | None = None  # the backbone's guidance scale, e.g. "3.5" (None: it takes none, or not recorded)
+    # noise: image k of a prompt from `noise_seed(prompt, seed base + k)` under scheme `noise` (None: older
+    # records, where every prompt shared seeds 0..n-1)
+    seed_base: int | None = None
+    noise: str | None = None
+    train_seeds: int | None = None  # a learned row: the training seeds it is the mean of (None: not learned)
+    converged: bool | None = None  # a learned row: every seed's manifest says converged (None: not recorded)
 
     def key(self) -> tuple:
         return tuple(getattr(self, f) for f in KEY_FIELDS)
@@ -97,14 +105,48 @@ def suite_provenance(suite, items=None) -> dict:
     return out
 
 
+def _by_key(metrics) -> dict[tuple[str, str], object]:
+    return {(m.task, m.metric): m for m in metrics}
+
+
+def run_metrics(suite, run: EvalRun) -> dict[tuple[str, str], TaskMetric]:
+    """(task, metric) -> the suite's aggregate of a run. A learned row of several training seeds: the value
+    is the mean over seeds of each seed's aggregate and the stderr the two-level one (jsbench.stats:
+    SE_prompt(per-image mean over seeds)^2 + var_seeds / S)."""
+    items = [it for it, _ in run.rows()]
+    pooled = _by_key(suite.aggregate(run.scores, items))
+    if run.train_seeds == 1:
+        return pooled
+    per_seed = [_by_key(suite.aggregate(scores, items)) for scores in run.per_seed()]
+    out = {}
+    for key, m in pooled.items():
+        value, se = two_level([ps[key].value for ps in per_seed if key in ps], m.stderr)
+        out[key] = replace(m, value=value, stderr=se)
+    return out
+
+
 def paired_metrics(suite, run: EvalRun, reference: EvalRun) -> dict[tuple[str, str], tuple[float, float]] | None:
-    """(task, metric) -> (mean, stderr) of the per-image differences run - reference, aggregated as the suite
-    aggregates scores; None when the two runs are not on the same prompts and seeds (nothing to pair)."""
+    """(task, metric) -> (mean, stderr) of the paired difference run - reference on the same images,
+    aggregated as the suite aggregates scores (prompt-clustered, jsbench.stats); None when the two runs
+    are not on the same prompts and seeds (nothing to pair). Rows of several training seeds: the mean over
+    seeds of each seed's paired difference (seed s against seed s when both have as many seeds, else
+    against the other row's seed mean), with the two-level stderr."""
     rows = run.rows()
     if [(it.prompt, s) for it, s in reference.rows()] != [(it.prompt, s) for it, s in rows]:
         return None
+    items = [it for it, _ in rows]
     diff_scores = [{k: a[k] - b[k] for k in a if k in b} for a, b in zip(run.scores, reference.scores)]
-    return {(m.task, m.metric): (m.value, m.stderr) for m in suite.aggregate(diff_scores, [it for it, _ in rows])}
+    pooled = _by_key(suite.aggregate(diff_scores, items))
+    if run.train_seeds == 1 and reference.train_seeds == 1:
+        return {key: (m.value, m.stderr) for key, m in pooled.items()}
+    a_seeds = [_by_key(suite.aggregate(scores, items)) for scores in run.per_seed()]
+    b_seeds = [_by_key(suite.aggregate(scores, items)) for scores in reference.per_seed()]
+    out = {}
+    for key, m in pooled.items():
+        a = [ps[key].value for ps in a_seeds if key in ps]
+        b = [ps[key].value for ps in b_seeds if key in ps]
+        out[key] = paired_two_level(a, b, m.stderr) if a and b else (m.value, m.stderr)
+    return out
 
 
 def make_records(backbone, suite, source: ScheduleSource, run: EvalRun, reference: EvalRun | None = None) -> list[Record]:
@@ -116,13 +158,14 @@ def make_records(backbone, suite, source: ScheduleSource, run: EvalRun, referenc
     from jsbench.backbones import recorded_guidance
 
     provenance = {**suite_provenance(suite, run.items), "guidance": recorded_guidance(backbone)}
-    metrics = suite.aggregate(run.scores, items)
+    metrics = list(run_metrics(suite, run).values())
     deltas = {}
     if reference is not None:
         deltas = paired_metrics(suite, run, reference)
         if deltas is None:
             raise JsbenchError("paired comparison needs the same prompts and seeds")
     commit, now = git_commit(), time.time()
+    seed_manifests = getattr(source, "seed_manifests", None) or ([source.manifest] if getattr(source, "manifest", None) else [])
     out = []
     for m in metrics:
         d = deltas.get((m.task, m.metric), (None, None))
@@ -149,9 +192,23 @@ def make_records(backbone, suite, source: ScheduleSource, run: EvalRun, referenc
                 delta_vs_default=d[0],
                 delta_stderr=d[1],
                 **provenance,
+                seed_base=run.seeds[0] if run.seeds else None,
+                noise=NOISE_SCHEME,
+                train_seeds=run.train_seeds if source.spec.startswith("policy:") else None,
+                converged=manifests_converged(seed_manifests),
             )
         )
     return out
+
+
+def manifests_converged(manifests: list[dict]) -> bool | None:
+    """Whether every training seed of a learned row converged, from each manifest's `convergence.converged`
+    (training reward, last quarter of the log minus the third quarter, within one SE); None when a manifest
+    does not record it."""
+    flags = [(m.get("convergence") or {}).get("converged") for m in manifests]
+    if not flags or any(f is None for f in flags):
+        return None
+    return all(bool(f) for f in flags)
 
 
 def append_records(path: str | Path, records: list[Record]) -> None:
@@ -195,4 +252,4 @@ def latest(records: list[Record]) -> list[Record]:
     return list(newest.values())
 
 
-__all__ = ["Record", "KEY_FIELDS", "PROVENANCE_FIELDS", "make_records", "paired_metrics", "suite_provenance", "prompt_set_hash", "append_records", "read_records", "latest"]
+__all__ = ["Record", "KEY_FIELDS", "PROVENANCE_FIELDS", "make_records", "paired_metrics", "run_metrics", "manifests_converged", "suite_provenance", "prompt_set_hash", "append_records", "read_records", "latest"]

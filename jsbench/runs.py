@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from jsbench import JsbenchError
-from jsbench.evaluate import EvalRun, ScheduleSource, discard_partial, evaluate
+from jsbench.evaluate import EVAL_SEED_BASE, EvalRun, ScheduleSource, discard_partial, evaluate
 from jsbench.results import Record, append_records, make_records
 from jsbench.splits import check_split
 
@@ -44,6 +44,7 @@ def run_eval(
     reference: EvalRun | None = None,
     filed_under=None,
     ctx=None,
+    seed_base: int = EVAL_SEED_BASE,
 ) -> EvalResult:
     """Evaluate `source` with `backbone` on the suite's prompts x seeds and file the run.
 
@@ -53,7 +54,8 @@ def run_eval(
     to `out` in one atomic write, and the per-image side file that let an interrupted run resume is then
     removed. With `ctx` (a DistContext), the prompts are sharded over its processes and only the main one
     writes: the others return the gathered run with no records."""
-    kw = dict(seeds_per_prompt=seeds_per_prompt, split=split, progress=progress, out=out, items=items, batch_size=batch_size, on_images=on_images)
+    kw = dict(seeds_per_prompt=seeds_per_prompt, split=split, progress=progress, out=out, items=items, batch_size=batch_size, on_images=on_images,
+              seed_base=seed_base)
     if ctx is None:
         run = evaluate(backbone, suite, source, **kw)
     else:

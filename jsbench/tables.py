@@ -49,7 +49,9 @@ def records_text(fmt: str, records) -> str:
 
 def eval_table(records, suite: str, backbone: str, source) -> RichTable:
     """`eval`'s table: each task's value ± SE of one schedule."""
-    table = plain_table(f"{suite} · {backbone} · {source.label} · {source.steps} steps")
+    from jsbench.stats import SE_LEGEND
+
+    table = plain_table(f"{suite} · {backbone} · {source.label} · {source.steps} steps", caption=SE_LEGEND)
     for col in ("task", "metric", "value ± SE", "prompts", "images"):
         table.add_column(col, overflow="fold", justify="left" if col in ("task", "metric") else "right")
     for r in records:
@@ -78,13 +80,15 @@ def compare_tables(tables, suite: str, tasks: bool = False) -> list[RichTable]:
     """A narrow table (80 columns) per evaluated section; `tasks` adds a column per task."""
     out = []
     for t in tables:
+        from jsbench.leaderboard import method_cell, table_legend
+
         vs_global = any(row.get("delta_global") is not None for row in t.rows)
-        table = plain_table(f"{suite} · {t.backbone} · {t.steps} steps")
+        table = plain_table(f"{suite} · {t.backbone} · {t.steps} steps", caption="\n".join(table_legend(t)))
         for col in ["method", "steps", *(t.tasks if tasks else []), "overall ± SE", "Δ vs default", *(["Δ vs global"] if vs_global else [])]:
             table.add_column(col, overflow="fold", justify="left" if col == "method" else "right")
         for row in t.rows:
             cells = [f"{row[k]:.3f}" if row[k] is not None else "–" for k in t.tasks] if tasks else []
-            table.add_row(row["method"], str(row["steps"]), *cells, f"{row['overall']:.3f} ± {row['stderr']:.3f}", _paired(row["delta"], row["delta_stderr"]),
+            table.add_row(method_cell(row), str(row["steps"]), *cells, f"{row['overall']:.3f} ± {row['stderr']:.3f}", _paired(row["delta"], row["delta_stderr"]),
                           *([_paired(row.get("delta_global"), row.get("delta_global_stderr"))] if vs_global else []))
         out.append(table)
     return out
@@ -95,7 +99,9 @@ def check_table(report) -> RichTable | None:
     shown = [r for r in report.rows if r.verdict != "unchanged" or r.changed]
     if not shown:
         return None
-    table = RichTable(title=f"committed rows that moved or are missing (tolerance {report.tolerance:g} × SE of the paired Δ)")
+    from jsbench.report import CHECK_LEGEND
+
+    table = RichTable(title=f"committed rows that moved or are missing (tolerance {report.tolerance:g} × SE of the paired Δ)", caption=CHECK_LEGEND)
     for col in ("verdict", "steps", "method", "task", "committed", "fresh", "Δ ± SE(Δ)", "allowed drop", "images ↑/↓"):
         table.add_column(col)
     for r in shown:
@@ -109,15 +115,20 @@ def check_table(report) -> RichTable | None:
 
 # --- jsbench policies list ------------------------------------------------------------------------------
 
-POLICY_COLUMNS = ("path", "backbone", "steps", "kind", "baseline", "reward", "checksum")
+POLICY_COLUMNS = ("path", "backbone", "steps", "kind", "baseline", "reward", "train_seed", "converged", "checksum")
 
 
 def policies_table(rows: list[dict], root: str) -> RichTable:
-    """`policies list`: each policy (`_short`: its path under the root) with its backbone, steps, kind,
-    baseline and reward; the checksum is in `--format csv|json` and `policies show`."""
-    table = plain_table(title=f"policies in {root}", caption=None if rows else "none")
+    """`policies list`: each policy (`_short`: its path under the root, one per training seed: <row>/seed<S>)
+    with its backbone, steps, kind, baseline and reward, marked when not converged; the training seed,
+    convergence and checksum are in `--format csv|json` and `policies show`."""
+    from jsbench.leaderboard import NOT_CONVERGED_LEGEND, NOT_CONVERGED_MARK
+
+    marked = any(r["converged"] is False for r in rows)
+    table = plain_table(title=f"policies in {root}", caption="none" if not rows else NOT_CONVERGED_LEGEND if marked else None)
     for col in ("policy", *POLICY_COLUMNS[1:6]):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(str(r["_short"]), *("–" if r[c] is None else str(r[c]) for c in POLICY_COLUMNS[1:6]))
+        name = str(r["_short"]) + (f" {NOT_CONVERGED_MARK}" if r["converged"] is False else "")
+        table.add_row(name, *("–" if r[c] is None else str(r[c]) for c in POLICY_COLUMNS[1:6]))
     return table

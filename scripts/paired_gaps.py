@@ -17,7 +17,7 @@ from pathlib import Path
 from jsbench.backbones import load_backbone
 from jsbench.evaluate import evaluate, resolve_schedule
 from jsbench.io import add_result_options, write_result
-from jsbench.splits import mean_stderr, overall_of_tasks
+from jsbench.stats import cluster_mean, weighted_overall
 from jsbench.suites import load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,20 +25,22 @@ COMMITTED = ROOT / "bench" / "results" / "paired_gaps.json"
 
 
 def task_scores(run):
-    """{task: [correct per image]} in a fixed (prompt, seed) order."""
-    out: dict[str, list[float]] = {}
+    """{task: [(prompt, correct) per image]} in a fixed (prompt, image) order."""
+    out: dict[str, list[tuple[str, float]]] = {}
     for (it, _), sc in zip(run.rows(), run.scores):
-        out.setdefault(it.task, []).append(sc["correct"])
+        out.setdefault(it.task, []).append((it.prompt, sc["correct"]))
     return out
 
 
 def overall(per_task):
-    """GenEval's overall (mean of task means) and its standard error from the per-task standard errors."""
-    return overall_of_tasks(mean_stderr(xs) for xs in per_task.values())
+    """GenEval's overall (mean of task means) and its standard error from the per-task prompt-clustered
+    standard errors (jsbench.stats)."""
+    est = weighted_overall([cluster_mean([v for _, v in xs], [p for p, _ in xs]) for xs in per_task.values()])
+    return est.value, est.stderr
 
 
 def paired(a, b):
-    return overall({t: [x - y for x, y in zip(a[t], b[t])] for t in a})
+    return overall({t: [(p, x - y) for (p, x), (_, y) in zip(a[t], b[t])] for t in a})
 
 
 def main(argv=None):
@@ -73,7 +75,7 @@ def main(argv=None):
                 rows[f"{a} - {b}"] = {"diff": m, "stderr": se, "outside_2se": abs(m) > 2 * se}
                 print(f"  {a} − {b}: {m:+.3f} ± {se:.3f}{'  (outside 2 SE)' if abs(m) > 2 * se else ''}")
         report[n] = {"ceiling": c_mean, **rows}
-    print()
+    print("± is one standard error, clustered by prompt.\n")
     write_result(report, write=args.write, out=args.out, committed=COMMITTED, root=ROOT, indent=2)
 
 

@@ -50,17 +50,36 @@ def test_bench_baselines(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_bench_sample_efficiency(tmp_path, monkeypatch):
+def test_bench_sample_efficiency(tmp_path, monkeypatch, capsys):
     mod = _script("sample_efficiency")
     monkeypatch.setattr(mod, "CACHE", tmp_path / "cache")
     out = tmp_path / "se.json"
-    mod.main(["--iters", "6", "--K", "2", "--seeds", "0", "--contexts", "4", "--window", "2", "--eval-seeds", "0", "--out", str(out)])
-    s = json.loads(out.read_text())["summaries"][0]
-    assert s["updates"] == 6 and set(s["curves"]) == {"none", "rloo", "xctx", "js"}
-    assert s["updates_to_rloo_final"]["rloo"] is not None  # RLOO reaches its own final by construction
+    args = ["--iters", "4", "--K", "2", "4", "--seeds", "0", "1", "--contexts", "4", "--window", "2", "--eval-seeds", "1", "--baselines", "rloo", "js",
+            "--out", str(out)]
+    mod.main(args)
+    data = json.loads(out.read_text())
+    assert [s["K"] for s in data["summaries"]] == [2, 4] and all(s["B"] == 4 for s in data["summaries"])
+    s = data["summaries"][0]
+    assert set(s["baselines"]) == {"rloo", "js"} and set(s["paired_vs_reference"]) == {"js"}
+    js = s["paired_vs_reference"]["js"]
+    scored = s["baselines"]["js"]["seeds"]
+    assert set(js["auc"]["seeds"]) <= set(scored) and js["auc"]["verdict"] in ("above", "below", "not resolved")
+    assert "js_over_rloo" not in json.dumps(data) and "updates_to_rloo_final" not in json.dumps(data)  # no first-crossing ratio
     assert (tmp_path / "se.png").stat().st_size > 0
+    assert "js − rloo  AUC" in capsys.readouterr().out
     # a second run reuses the cached runs
-    assert len(list((tmp_path / "cache").glob("*.json"))) == 4
+    assert len(list((tmp_path / "cache").glob("*.json"))) == 8
+
+
+def test_sample_efficiency_flags_collapsed_runs_and_pairs_by_seed():
+    from jsbench.sample_efficiency import collapsed, paired_difference, reward_auc
+
+    assert collapsed([0.6, 0.6, 0.1, 0.05], window=2) and not collapsed([0.4, 0.5, 0.6, 0.6], window=2)
+    assert collapsed([0.5, float("nan")], window=1) and reward_auc([0.2, 0.4]) == pytest.approx(0.3)
+    p = paired_difference({0: 0.5, 1: 0.6, 2: 0.7}, {0: 0.4, 1: 0.4, 2: 0.5, 3: 0.9})  # seed 3 has no partner
+    assert p["seeds"] == [0, 1, 2] and p["per_seed"] == pytest.approx([0.1, 0.2, 0.2])
+    assert p["mean"] == pytest.approx(0.5 / 3) and p["se"] == pytest.approx((1 / 300) ** 0.5 / 3**0.5)
+    assert p["verdict"] == "above" and p["ci95"][0] > 0  # every seed's difference is positive
 
 
 def test_bench_budgets(tmp_path, monkeypatch):

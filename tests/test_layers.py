@@ -1,7 +1,7 @@
 """Imports run downward: the layer rules of jsbench, checked on the source (ast), lazy imports included.
 
 Layers, bottom to top (a unit is a top-level module or subpackage of jsbench):
-  0  jsbench (the error types), io, splits, registry, schedule, devices: import nothing of jsbench but the errors
+  0  jsbench (the error types), io, splits, stats, registry, schedule, devices: import nothing of jsbench but the errors
   1  scoring: GenEval's rules and tables, MARIO-Eval's metrics; no model inside
   2  world: the embedded world and its evaluator
   3  backbones (the analytic and detail backbones draw the world)
@@ -22,7 +22,7 @@ import pytest
 import jsbench
 
 ROOT = Path(jsbench.__file__).resolve().parent
-BASE = ("jsbench", "jsbench.io", "jsbench.splits", "jsbench.registry", "jsbench.schedule", "jsbench.devices")
+BASE = ("jsbench", "jsbench.io", "jsbench.splits", "jsbench.stats", "jsbench.registry", "jsbench.schedule", "jsbench.devices")
 RANK = {**{u: 0 for u in BASE}, "jsbench.scoring": 1, "jsbench.world": 2, "jsbench.backbones": 3, "jsbench.rewards": 4, "jsbench.suites": 5}
 APP = 6
 MODEL_LIBRARIES = ("torch", "transformers", "diffusers", "open_clip", "rapidocr_onnxruntime", "easyocr", "pytesseract")

@@ -81,7 +81,8 @@ def test_every_row_has_a_paired_delta_vs_global(board):
     # default's difference to global is minus global's to default
     assert rows["default"]["delta_global"] == pytest.approx(-rows["global"]["delta"])
     md = render_markdown(tables, "toy", "correct", "jsbench compare")
-    assert "| method | steps | a | b | overall | Δ vs default | Δ vs global |" in md
+    assert "| method | steps | train seeds | a | b | overall | Δ vs default | Δ vs global |" in md
+    assert md.count("± is one standard error, clustered by prompt") == len(tables)  # a legend under every table
     assert "Prompts/images per task (every row is scored on the same ones): a 3/12, b 5/20, overall 8/32." in md
     js_line = next(line for line in md.splitlines() if line.startswith("| js |"))
     assert js_line.endswith(f"{rows['js']['delta_global']:+.3f} ± {rows['js']['delta_global_stderr']:.3f} |")

@@ -17,7 +17,7 @@ from jsbench.evaluate import EvalRun
 from jsbench.leaderboard import CSV_FIELDS, provenance_key
 from jsbench.policy import make_policy
 from jsbench.report import CheckError, check_against_committed, read_scores, render_json, render_junit, render_markdown, report_format, row_key, scores_entry
-from jsbench.splits import mean_stderr
+from jsbench.stats import cluster_mean
 from jsbench.suites.base import EvalItem, aggregate_by_task
 
 # --- library level: a two-task suite and hand-made per-image scores ---------------------------------
@@ -78,7 +78,10 @@ def test_paired_stderr_is_that_of_the_per_image_differences():
     rows = {r.task: r for r in report.rows}
     diff_a = [f - c for f, c in zip(fresh[:6], BASE[:6])]
     diff_b = [f - c for f, c in zip(fresh[6:], BASE[6:])]
-    (ma, sa), (mb, sb) = mean_stderr(diff_a), mean_stderr(diff_b)
+    # clustered by prompt (two seeds each), as every SE of jsbench.stats
+    prompts = [ITEMS[i // 2].prompt for i in range(12)]
+    ea, eb = cluster_mean(diff_a, prompts[:6]), cluster_mean(diff_b, prompts[6:])
+    (ma, sa), (mb, sb) = (ea.value, ea.stderr), (eb.value, eb.stderr)
     assert rows["a"].delta == pytest.approx(ma) and rows["a"].delta_stderr == pytest.approx(sa)
     assert rows["a"].fresh == pytest.approx(sum(fresh[:6]) / 6) and rows["a"].committed == pytest.approx(sum(BASE[:6]) / 6)
     assert all(r.fresh == pytest.approx(r.committed + r.delta) for r in report.rows)
@@ -86,7 +89,7 @@ def test_paired_stderr_is_that_of_the_per_image_differences():
     assert rows["overall"].delta == pytest.approx((ma + mb) / 2)
     assert rows["overall"].delta_stderr == pytest.approx(math.sqrt(sa**2 + sb**2) / 2)
     # the paired SE is not the unpaired one: the unchanged images cancel
-    assert rows["b"].delta_stderr < math.sqrt(2) * mean_stderr(fresh[6:])[1]
+    assert rows["b"].delta_stderr < math.sqrt(2) * cluster_mean(fresh[6:], prompts[6:]).stderr
     assert (rows["a"].images_up, rows["a"].images_down) == (1, 1) and rows["overall"].n_images == 12
     # task a moved (one image up, one down) but its mean did not: still reported as a change
     assert rows["a"].verdict == "unchanged" and rows["a"].changed and rows["a"] in report.moved_within
@@ -97,10 +100,12 @@ def test_paired_stderr_is_that_of_the_per_image_differences():
 
 def test_drops_beyond_tolerance_regress_and_rises_improve():
     worse = [0] * 12
-    report = _check(_run(BASE), {KEY: _run(worse)})
+    # task b's drop is -0.5 with a prompt-clustered SE of sqrt(1/12) (three prompts): 1.7 SE, so tolerance 1.5
+    report = _check(_run(BASE), {KEY: _run(worse)}, tolerance=1.5)
     assert {r.verdict for r in report.rows} == {"regressed"} and report.exit_code == 1
     assert report.failed and "regressed" in report.headline
-    report = _check(_run([0] * 12), {KEY: _run(BASE)})
+    assert {r.task: r.verdict for r in _check(_run(BASE), {KEY: _run(worse)}).rows}["b"] == "unchanged"  # 1.7 SE < 2
+    report = _check(_run([0] * 12), {KEY: _run(BASE)}, tolerance=1.5)
     assert {r.verdict for r in report.rows} == {"improved"} and report.exit_code == 0
 
 
@@ -188,13 +193,13 @@ def test_scores_file_keeps_rows_that_still_match_and_drops_stale_ones(tmp_path):
 
 
 def test_reports_in_three_formats(tmp_path):
-    report = _check(_run(BASE), {KEY: _run([0] * 12)})
+    report = _check(_run(BASE), {KEY: _run([0] * 12)}, tolerance=1.5)  # every task regressed (see above)
     md = render_markdown(report)
     assert md.splitlines()[0].startswith("### ❌") and md.index("#### Regressions") < md.index("<details>")
-    assert "2 × SE(Δ)" in md and "`correct`" in md
+    assert "1.5 × SE(Δ)" in md and "`correct`" in md
     data = json.loads(render_json(report))
     assert data["exit_code"] == 1 and data["counts"]["regressed"] == 3
-    assert data["tolerance"]["multiplier"] == 2.0 and data["tolerance"]["allowed_drop_unit"] == "correct"
+    assert data["tolerance"]["multiplier"] == 1.5 and data["tolerance"]["allowed_drop_unit"] == "correct"
     assert {r["verdict"] for r in data["rows"]} == {"regressed"} and all(r["paired"] for r in data["rows"])
     root = ET.fromstring(render_junit(report))
     cases = root.findall(".//testcase")
@@ -309,3 +314,11 @@ def test_readme_workflow_and_ci_script_run_the_same_check(cli):
     for option in re.findall(r"--[a-z-]+", check):
         assert option in out, option
     assert {"--report", "--strict", "--check"} <= set(re.findall(r"--[a-z-]+", out))
+
+
+def test_scores_drawn_with_shared_seeds_are_refused():
+    lines, scores = _committed(KEY, _run(BASE))
+    for entry in scores.values():
+        del entry["noise"]  # a scores file written before noise per (prompt, image)
+    with pytest.raises(CheckError, match="shared by every prompt.*regenerate"):
+        check_against_committed(lines, scores, {KEY: _run(BASE)}, TwoTasks(), KEY[0], KEY[1], [3])

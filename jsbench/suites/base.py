@@ -7,7 +7,7 @@ from typing import Protocol, Sequence
 
 import torch
 
-from jsbench.splits import mean_stderr, overall_of_tasks
+from jsbench.stats import cluster_mean, weighted_overall
 
 
 @dataclass(frozen=True)
@@ -50,24 +50,26 @@ class Suite(Protocol):
     def aggregate(self, scores: Sequence[dict[str, float]], items: Sequence[EvalItem]) -> list[TaskMetric]: ...
 
 
-def aggregate_by_task(scores: Sequence[dict[str, float]], items: Sequence[EvalItem]) -> list[TaskMetric]:
-    """Per task and metric the mean over images; 'overall' is the mean of the task means (GenEval's
-    convention), its stderr from the per-task stderrs (tasks are independent samples)."""
+def aggregate_by_task(scores: Sequence[dict[str, float]], items: Sequence[EvalItem], weights: dict[str, float] | None = None) -> list[TaskMetric]:
+    """Per task and metric the mean over images with its prompt-clustered standard error (jsbench.stats);
+    'overall' is the weighted mean of the task means (`weights` by task, default equal: GenEval's
+    convention), its stderr sqrt(sum w_t^2 se_t^2) (tasks hold disjoint prompts)."""
     out: list[TaskMetric] = []
     tasks = list(dict.fromkeys(it.task for it in items))
     metrics = list(dict.fromkeys(k for s in scores for k in s))
     for metric in metrics:
-        task_means = []
+        task_estimates, task_weights = [], []
         for task in tasks:
-            vals = [s[metric] for s, it in zip(scores, items) if it.task == task and metric in s]
-            if not vals:
+            pairs = [(s[metric], it.prompt) for s, it in zip(scores, items) if it.task == task and metric in s]
+            if not pairs:
                 continue
-            mean, se = mean_stderr(vals)
+            est = cluster_mean([v for v, _ in pairs], [p for _, p in pairs])
             n_prompts = len({it.prompt for it in items if it.task == task})
-            out.append(TaskMetric(task, metric, mean, se, len(vals), n_prompts))
-            task_means.append((mean, se))
-        if task_means:
-            value, se = overall_of_tasks(task_means)
+            out.append(TaskMetric(task, metric, est.value, est.stderr, est.n, n_prompts))
+            task_estimates.append(est)
+            task_weights.append(1.0 if weights is None else float(weights.get(task, 0.0)))
+        if task_estimates:
+            overall = weighted_overall(task_estimates, task_weights)
             n_images = sum(1 for s in scores if metric in s)
-            out.append(TaskMetric("overall", metric, value, se, n_images, len({it.prompt for it in items})))
+            out.append(TaskMetric("overall", metric, overall.value, overall.stderr, n_images, len({it.prompt for it in items})))
     return out

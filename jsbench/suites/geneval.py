@@ -31,7 +31,7 @@ import torch
 from jsbench import JsbenchError
 from jsbench.rewards.geneval import RealGenEvalScorer, WorldGenEvalScorer, draws_embedded_world
 from jsbench.scoring.geneval import TASKS
-from jsbench.splits import mean_stderr
+from jsbench.stats import cluster_mean, naive_mean
 from jsbench.suites import register_suite
 from jsbench.suites.base import EvalItem, TaskMetric, aggregate_by_task
 
@@ -107,12 +107,14 @@ class RealGenEvalSuite(RealGenEvalScorer):
         values = [s["correct"] for s in scores]
         n_prompts = len({it.prompt for it in items})
         if values:
-            mean, se = mean_stderr(values)
+            est = cluster_mean(values, [it.prompt for it in items])
+            mean, se = est.value, est.stderr
             metrics.append(TaskMetric("overall", "correct_images", mean, se, len(values), n_prompts))
             per_prompt: dict[str, bool] = {}
             for s, it in zip(scores, items):
                 per_prompt[it.prompt] = per_prompt.get(it.prompt, False) or s["correct"] > 0.5
-            mean, se = mean_stderr([float(v) for v in per_prompt.values()])
+            est = naive_mean([float(v) for v in per_prompt.values()])  # one value per prompt: its own cluster
+            mean, se = est.value, est.stderr
             metrics.append(TaskMetric("overall", "correct_prompts", mean, se, len(values), n_prompts))
         return sorted(metrics, key=lambda m: (m.metric, order.get(m.task, len(order))))
 
