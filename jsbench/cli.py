@@ -86,6 +86,29 @@ def _backbone(name: str, model: Optional[str], device: Optional[str], dtype: Opt
     return load_backbone(name, model, device, dtype=dtype, offload=offload, decode_chunk=decode_chunk)
 
 
+def _check_outputs(records: Optional[Path] = None, out: Optional[Path] = None, out_folder: Optional[Path] = None,
+                   leaderboards: Optional[Path] = None, report: List[Path] = ()) -> None:
+    """Refuse, before any work, an output this command could not write (one line, exit 2)."""
+    from jsbench.io import check_writable_file, check_writable_folder
+
+    for option, path in (("--records", records), ("--out", out)):
+        if path is not None:
+            check_writable_file(path, option)
+    for option, path in (("--out", out_folder), ("--leaderboards", leaderboards)):
+        if path is not None:
+            check_writable_folder(path, option)
+    for path in report:
+        check_writable_file(path, "--report")
+
+
+def _check_device(device: Optional[str]) -> None:
+    """Refuse, before any weights load, a --device this torch cannot use (e.g. cuda on a CPU-only build)."""
+    if device is not None:
+        from jsbench.devices import pick_device
+
+        pick_device(device)
+
+
 # the backbone options of eval, compare and schedules plot, declared once: name -> typer.Option's arguments (the
 # dtype, offload and decode-chunk helps are also those of train's TrainConfig fields)
 _BACKBONE_OPTIONS = {
@@ -173,18 +196,29 @@ def train(*, out: Path, resume: bool, overwrite: bool, progress: bool, processes
     from jsbench.workspace import clear_run, output_lock, refuse_to_replace
 
     refuse_to_replace(out, resume, overwrite)  # before the lock: a refused folder is left exactly as it was
+    _check_outputs(out_folder=out)
+    _check_device(config.device)
     from jsbench.progress import quiet_model_loading
 
     quiet_model_loading(show_bars=progress)
-    with output_lock(out, "jsbench train") if get_context().is_main else contextlib.nullcontext():  # rank 0 writes OUT
-        refuse_to_replace(out, resume, overwrite)  # again, now that no other run can write OUT
-        trainer = Trainer(config, out)
-        if resume:
-            trainer.resume()
-        elif overwrite and trainer.dist.is_main:
-            clear_run(out)
-        trainer.train(progress=progress)
-        path = trainer.save_policy()
+    try:
+        with output_lock(out, "jsbench train") if get_context().is_main else contextlib.nullcontext():  # rank 0 writes OUT
+            refuse_to_replace(out, resume, overwrite)  # again, now that no other run can write OUT
+            trainer = Trainer(config, out)
+            if resume:
+                trainer.resume()
+            elif overwrite and trainer.dist.is_main:
+                clear_run(out)
+            trainer.train(progress=progress)
+            path = trainer.save_policy()
+    except KeyboardInterrupt:  # Ctrl-C: one line saying how to go on, exit 130
+        from jsbench.workspace import resume_command
+
+        if get_context().is_main:
+            saved = (out / "checkpoint.pt").is_file()
+            how = "resume with" if saved else "no checkpoint yet; start again with"
+            err.print(f"interrupted; {how}: {resume_command(sys.argv[1:], saved)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(130) from None
     if trainer.dist.is_main:
         console.print(f"policy written to [bold]{path}[/]")
     trainer.dist.close()  # every process leaves the group together
@@ -227,6 +261,7 @@ def eval_(
     from jsbench.suites import load_suite
 
     validate_eval_options(split, suite, metadata)  # refused before any weights load
+    _check_outputs(out=out)
     prompt_list = read_prompts_file(prompts_file) if prompts_file is not None else None  # refuse before loading weights
     ctx = get_context()
     bb = _backbone(backbone, model, pick_device(device, dist=ctx), dtype, offload, decode_chunk, progress)  # one accelerator per process
@@ -282,9 +317,12 @@ def compare(
     from jsbench.workspace import project_dir
 
     policies = policies or project_dir("policies")
-    leaderboards = leaderboards or project_dir("leaderboards")
+    # a check reads the committed tables (the installed checkout's, outside a project); a run writes them,
+    # and outside a project it writes ./leaderboards, never into the installed checkout
+    recipe = (leaderboards or project_dir("leaderboards")) / RECIPE_NAME
+    leaderboards = leaderboards or project_dir("leaderboards", installed=check)
     if all_:
-        _compare_all(ctx, compare, leaderboards / RECIPE_NAME, policies=policies, leaderboards=leaderboards)
+        _compare_all(ctx, compare, recipe, policies=policies, leaderboards=leaderboards)
         return
     from jsbench.zoo import parse_zoo
 
@@ -293,6 +331,8 @@ def compare(
     # refused before any weights load; the check's scope by the backbone's name (its class's) and the budgets
     validate_compare_options(check, strict, list(report), leaderboards, suite, tolerance=tolerance,
                              backbone_name=getattr(backbone_class(backbone), "name", backbone), steps_list=list(steps))
+    _check_outputs(records=records, **({"report": list(report)} if check else {"leaderboards": leaderboards}))
+    _check_device(device)
     zoo_specs = parse_zoo(zoo)
     bb = _backbone(backbone, model, device, dtype, offload, decode_chunk, progress)
     s = load_suite(suite, bb)
@@ -391,6 +431,8 @@ def schedules_plot(
     from jsbench.plots import plot_image_grid, plot_schedules
     from jsbench.suites import load_suite
 
+    _check_outputs(out_folder=out)
+    _check_device(device)
     bb = _backbone(backbone, model, device)
     s = load_suite(suite, bb)
     sources = [resolve_schedule(spec, bb, steps, suite=s) for spec in schedule]
@@ -431,15 +473,34 @@ def policies_show(path: Path = typer.Argument(..., help="Policy folder.")):
     console.print_json(json.dumps(manifest))
 
 
+EXIT_REFUSED, EXIT_INTERNAL = 2, 3  # 0 ok; 1 only "regressed" (compare --check); 130 interrupted (Ctrl-C)
+
+
+def _refuse(message: str) -> None:
+    from rich.markup import escape
+
+    # soft_wrap: the refusal stays ONE line in logs and narrow terminals (rich hard-wraps otherwise)
+    err.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    sys.exit(EXIT_REFUSED)
+
+
 def main() -> None:
+    """The entry point: a refusal (`JsbenchError`, or the system refusing a read or write: disk full,
+    read-only, missing) is one line and exit 2; anything else is a bug, shown with its traceback, exit 3,
+    so that exit 1 always means a check found a regression."""
     try:
         app(standalone_mode=True)
     except JsbenchError as exc:
-        from rich.markup import escape
+        _refuse(str(exc))
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        _refuse(f"{where}{exc.strerror or exc}")
+    except Exception:
+        import traceback
 
-        # soft_wrap: the refusal stays ONE line in logs and narrow terminals (rich hard-wraps otherwise)
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        sys.exit(2)
+        traceback.print_exc()
+        err.print("[red]error:[/] internal error (a bug in jsbench; please report it with the traceback above)", highlight=False, soft_wrap=True)
+        sys.exit(EXIT_INTERNAL)
 
 
 if __name__ == "__main__":

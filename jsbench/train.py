@@ -270,6 +270,7 @@ class Trainer:
         from jsbench.progress import make_progress
 
         self.out.mkdir(parents=True, exist_ok=True)
+        self._truncate_log(self.iteration)  # a fresh start (or a restart before any checkpoint) keeps no stale lines
         progress = progress and self.dist.is_main
         with make_progress("[bold]train", "updates", enabled=progress, transient=False, status=True) as bar:  # on stderr
             task = bar.add_task("train", total=self.config.iters, completed=self.iteration, status="")
