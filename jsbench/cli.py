@@ -438,8 +438,8 @@ def schedules_plot(
     sources = [resolve_schedule(spec, bb, steps, suite=s) for spec in schedule]
     prompts = list({it.task: it.prompt for it in s.items("test")}.values())[:6]
     for path in (
-        plot_schedules(bb, sources, prompts, list(range(seeds)), out / "schedules.png"),
-        plot_image_grid(bb, sources, prompts, 0, out / "images.png", suite_verdicts(s, s.items("test"))),
+        plot_schedules(bb, sources, prompts, list(range(seeds)), out / "schedules.png", title=f"{bb.name} · {steps} steps · schedules"),
+        plot_image_grid(bb, sources, prompts, 0, out / "images.png", suite_verdicts(s, s.items("test")), title=f"{bb.name} · {steps} steps"),
     ):
         console.print(f"wrote {path}")
 

@@ -133,6 +133,10 @@ def run_compare(
                 runs[row_key(backbone.name, backbone.model_id, source.row_steps, source.label)] = run  # the row shows its section's budget
                 made += records
                 log(f"  {source.label:<22} {own:>4} steps  done")
+    # the ceiling row is evaluated once, but every budget's image grid shows it (the reference to look at)
+    ceilings = [s for sources in plotted.values() for s in sources if s.spec == "ceiling"][:1]
+    for sources in plotted.values():
+        sources += [c for c in ceilings if c not in sources]
     metric = suite.primary_metric
     tables = [t for t in build_tables(made, suite.name, metric) if t.steps in steps_list]
     for t in tables:
@@ -197,8 +201,9 @@ def write_figures(backbone, suite, sources_by_steps: dict[int, list], policies_d
     for steps, sources in sources_by_steps.items():
         stem = f"{suite.name}-{backbone.name}-n{steps}"
         budget = [s for s in sources if s.steps == steps]
-        out.append((f"{backbone.name} · {steps} steps · schedules", plot_schedules(backbone, budget, prompts, [0, 1, 2, 3], fig_dir / f"{stem}-schedules.png")))
-        out.append((f"{backbone.name} · {steps} steps · images (seed 0)", plot_image_grid(backbone, sources, prompts, 0, fig_dir / f"{stem}-images.png", passed)))
+        head = f"{backbone.name} · {steps} steps"
+        out.append((f"{head} · schedules", plot_schedules(backbone, budget, prompts, [0, 1, 2, 3], fig_dir / f"{stem}-schedules.png", title=f"{head} · schedules")))
+        out.append((f"{head} · images (seed 0)", plot_image_grid(backbone, sources, prompts, 0, fig_dir / f"{stem}-images.png", passed, title=head)))
         logs = {}
         for s, label in zip(budget, unique_labels(budget)):
             if s.spec.startswith("policy:"):
@@ -206,7 +211,7 @@ def write_figures(backbone, suite, sources_by_steps: dict[int, list], policies_d
                 if log.exists():
                     logs[label] = read_log(log)
         if logs:
-            out.append((f"{backbone.name} · {steps} steps · training", plot_training_curves(logs, fig_dir / f"{stem}-training.png")))
+            out.append((f"{head} · training", plot_training_curves(logs, fig_dir / f"{stem}-training.png", title=f"{head} · training")))
     return out
 
 

@@ -285,7 +285,7 @@ class Trainer:
                 if self.iteration % self.config.checkpoint_every == 0 or self.iteration == self.config.iters:
                     self.save_checkpoint()
                 lam = record.get("shrinkage")
-                status = f"reward {record['reward']:.3f}" + (f"  λ̂ {lam:.2f}" if lam is not None else "")
+                status = f"reward {record['reward']:.3f}" + (f"  ĉ {lam:.2f}" if lam is not None else "")
                 if "skipped" in record:
                     status += "  [red]" + record["skipped"]
                 bar.update(task, completed=self.iteration, status=status)
