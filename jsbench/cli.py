@@ -20,7 +20,8 @@ from jsbench.train_config import DECODE_HELP, DEVICE_HELP, DTYPE_HELP, MODEL_HEL
 
 def _no_bool_tag() -> None:
     """typer's rich help tags every option with its type, flags (`--resume/--no-resume`, `--help`) as `<bool>`,
-    though a flag takes no value; show flags bare, as its plain-text help does."""
+    though a flag takes no value; show flags bare, as its plain-text help does, and a bounded int as
+    `<int> [x>=1]` rather than `<int range> [x>=1]` (narrower columns at 80 columns)."""
     from typer.core import TyperOption
 
     shown = TyperOption.display_type_rich
@@ -28,7 +29,10 @@ def _no_bool_tag() -> None:
         return
 
     def display_type_rich(self, ctx):
-        return None if self.is_flag and not self.count else shown(self, ctx)
+        if self.is_flag and not self.count:
+            return None
+        text = shown(self, ctx)
+        return "<int>" if text == "<int range>" else text  # "<int> [x>=1]": the bounds say it is a range
 
     display_type_rich._jsbench = True
     TyperOption.display_type_rich = display_type_rich
@@ -71,8 +75,14 @@ class OutputFormat(str, Enum):
     json = "json"
 
 
-_FORMAT_HELP = "table: for reading, fits 80 columns; csv or json: every value exact, for piping."
-_PROGRESS_HELP = "Show a progress bar (on stderr) and the model-loading messages; --no-progress silences both."
+_FORMAT_HELP = "table (80 columns), or csv / json: every value exact."
+_PROGRESS_HELP = "Progress on stderr (a bar, or lines in a log); --no-progress: none."
+from jsbench.registry import declared_names  # noqa: E402  (reads the backbones' names without importing torch)
+
+_BACKBONE_HELP = f"Backbone: {', '.join(declared_names('jsbench.backbones'))}."
+_SUITE_HELP = f"Suite: {', '.join(declared_suites())}."
+# --help groups each command's options into these panels
+RUN, OUT, BACKBONE, TRAINING, OPTIMIZER, CHECK = "Run", "Output", "Backbone", "Training", "Optimizer", "Check (--check)"
 _ROOT_HELP = "the nearest folder at or above the current one holding policies/ or leaderboards/, else the checkout jsbench is installed from"
 
 
@@ -112,13 +122,13 @@ def _check_device(device: Optional[str]) -> None:
 # the backbone options of eval, compare and schedules plot, declared once: name -> typer.Option's arguments (the
 # dtype, offload and decode-chunk helps are also those of train's TrainConfig fields)
 _BACKBONE_OPTIONS = {
-    "model": dict(default=None, help=MODEL_HELP),
-    "batch_size": dict(default=None, flags=("--batch-size",), min=1, help="Images sampled per batch (default: the backbone's eval batch)."),
-    "device": dict(default=None, help=DEVICE_HELP),
-    "dtype": dict(default=None, help=DTYPE_HELP),
-    "offload": dict(default=False, flags=("--offload",), help=OFFLOAD_HELP),
-    "decode_chunk": dict(default=None, flags=("--decode-chunk",), min=1, help=DECODE_HELP),
-    "progress": dict(default=True, help=_PROGRESS_HELP),
+    "model": dict(default=None, help=MODEL_HELP, rich_help_panel=BACKBONE),
+    "batch_size": dict(default=None, flags=("--batch-size",), min=1, help="Images per batch (default: the backbone's).", rich_help_panel=BACKBONE),
+    "device": dict(default=None, help=DEVICE_HELP, rich_help_panel=BACKBONE),
+    "dtype": dict(default=None, help=DTYPE_HELP, rich_help_panel=BACKBONE),
+    "offload": dict(default=False, flags=("--offload",), help=OFFLOAD_HELP, rich_help_panel=BACKBONE),
+    "decode_chunk": dict(default=None, flags=("--decode-chunk",), min=1, help=DECODE_HELP, rich_help_panel=BACKBONE),
+    "progress": dict(default=True, help=_PROGRESS_HELP, rich_help_panel=OUT),
 }
 
 
@@ -128,10 +138,11 @@ def _backbone_option(name: str, **override):
     return typer.Option(spec.pop("default"), *spec.pop("flags", ()), **spec)
 
 
-def config_options(config_cls) -> list[inspect.Parameter]:
+def config_options(config_cls, panels: dict[str, str] | None = None) -> list[inspect.Parameter]:
     """A typer option per field of a config dataclass, built from the field's metadata (see
     jsbench/train_config.py): `help` (required), `flags` (default --field-name), `choices` (an enum of
-    the values, whose `.value` the command passes on), `min`. The field's default is the option's."""
+    the values, whose `.value` the command passes on), `min`. The field's default is the option's;
+    `panels` (field -> --help panel) groups them, the fields it does not name under "Options"."""
     import dataclasses
     import typing
 
@@ -148,6 +159,8 @@ def config_options(config_cls) -> list[inspect.Parameter]:
         elif type(None) in typing.get_args(annotation):  # `X | None`, as typer reads it
             annotation = Optional[next(a for a in typing.get_args(annotation) if a is not type(None))]
         extra = {"min": meta["min"]} if "min" in meta else {}
+        if panels and f.name in panels:
+            extra["rich_help_panel"] = panels[f.name]
         out.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
                                      default=typer.Option(default, *meta.get("flags", ()), help=meta["help"], **extra)))
     return out
@@ -159,30 +172,37 @@ def _option(name: str, annotation, default) -> inspect.Parameter:
 
 # train's own options, around the TrainConfig fields: (placed after this field, or first / last)
 _TRAIN_OPTIONS = {
-    "first": [_option("out", Path, typer.Option(..., help="Folder for the policy, its checkpoint and training log."))],
+    "first": [_option("out", Path, typer.Option(..., help="Folder for the policy, checkpoint and log.", rich_help_panel=RUN))],
     "checkpoint_every": [
-        _option("resume", bool, typer.Option(False, help="Continue from OUT/checkpoint.pt; ends exactly where the uninterrupted run would.")),
-        _option("overwrite", bool, typer.Option(False, "--overwrite", help="Replace the policy, checkpoint and log already in OUT (refused otherwise).")),
+        _option("resume", bool, typer.Option(False, help="Continue from OUT/checkpoint.pt, exactly.", rich_help_panel=RUN)),
+        _option("overwrite", bool, typer.Option(False, "--overwrite", help="Replace the run already in OUT.", rich_help_panel=RUN)),
     ],
     "last": [
-        _option("progress", bool, typer.Option(True, help="Show a progress bar.")),
-        _option("processes", int, typer.Option(1, "--processes", min=1, help="Split each update's contexts over N local processes (runs torchrun; needs accelerate). For GPUs and nodes use `accelerate launch -m jsbench train ...`.")),
+        _option("progress", bool, typer.Option(True, help=_PROGRESS_HELP, rich_help_panel=RUN)),
+        _option("processes", int, typer.Option(1, "--processes", min=1, help="Local processes (torchrun; needs accelerate).", rich_help_panel=RUN)),
     ],
+}
+# TrainConfig's fields in --help's panels (a new field lands under "Options" until named here)
+_TRAIN_PANELS = {
+    **dict.fromkeys(("steps", "policy", "baseline", "reward", "suite", "iters", "contexts", "samples", "seed", "checkpoint_every"), TRAINING),
+    **dict.fromkeys(("lr", "network_lr", "weight_decay", "grad_clip", "concentration", "width"), OPTIMIZER),
+    **dict.fromkeys(("backbone", "model", "device", "dtype", "offload", "batch_size", "decode_chunk"), BACKBONE),
 }
 
 
 def _train_signature() -> inspect.Signature:
     params = list(_TRAIN_OPTIONS["first"])
-    for p in config_options(TrainConfig):
+    for p in config_options(TrainConfig, _TRAIN_PANELS):
         params += [p, *_TRAIN_OPTIONS.get(p.name, [])]
     return inspect.Signature(params + _TRAIN_OPTIONS["last"])
 
 
 def train(*, out: Path, resume: bool, overwrite: bool, progress: bool, processes: int, **fields):
-    """Train a schedule policy with REINFORCE and a reward baseline (default js, James–Stein); writes OUT/policy.safetensors + manifest.json.
+    """Train a schedule policy with REINFORCE and a baseline (default js).
 
-    OUT is locked while the run writes it (a second run on the same OUT refuses), and a folder that already
-    holds a policy or a run is refused unless --resume or --overwrite says what to do with it."""
+    Writes OUT/policy.safetensors and manifest.json. OUT is locked while the run
+    writes it; a folder holding a run needs --resume or --overwrite. Ctrl-C
+    exits 130 and prints the command that resumes. Exit codes: 0 ok, 2 refused."""
     if processes > 1:
         from jsbench.distributed import launch_processes
 
@@ -230,24 +250,26 @@ app.command()(train)
 
 @app.command("eval")
 def eval_(
-    suite: str = typer.Option("geneval", help=f"Suite: {', '.join(declared_suites())}."),
-    backbone: str = typer.Option("analytic", help="Backbone name."),
+    suite: str = typer.Option("geneval", help=_SUITE_HELP, rich_help_panel=RUN),
+    backbone: str = typer.Option("analytic", help=_BACKBONE_HELP, rich_help_panel=BACKBONE),
     model: Optional[str] = _backbone_option("model"),
-    steps: int = typer.Option(5, help="Step budget."),
-    schedule: str = typer.Option("default", help="default | ceiling | uniform | shift:S | policy:PATH | karras[:RHO] | exponential | beta[:A,B] | ays | oss[:M] | searched | file:PATH (oss and searched are computed once on the training prompts and cached under schedules/)."),
-    seeds: int = typer.Option(16, help="Images (seeds) per prompt."),
-    split: str = typer.Option("test", help="Prompt split: test (held out), train or all."),
-    metadata: Optional[Path] = typer.Option(None, help="GenEval evaluation_metadata.jsonl to evaluate instead of the suite's test prompts (--suite geneval; on analytic, prompts the world draws)."),
-    prompts_file: Optional[Path] = typer.Option(None, "--prompts-file", help="UTF-8 text file, one prompt of the suite a line: evaluate these instead of --split."),
-    out: Path = typer.Option(Path("results/records.jsonl"), help="Records file (JSONL, appended atomically)."),
+    steps: int = typer.Option(5, help="Step budget.", rich_help_panel=RUN),
+    schedule: str = typer.Option("default", metavar="SPEC", rich_help_panel=RUN,
+                                 help="default, ceiling, uniform, shift:S, policy:PATH, karras[:RHO], exponential, "
+                                      "beta[:A,B], ays, oss[:M], searched or file:PATH (see README)."),
+    seeds: int = typer.Option(16, help="Images (seeds) per prompt.", rich_help_panel=RUN),
+    split: str = typer.Option("test", help="Prompts: test (held out), train or all.", rich_help_panel=RUN),
+    metadata: Optional[Path] = typer.Option(None, help="GenEval evaluation_metadata.jsonl to evaluate instead.", rich_help_panel=RUN),
+    prompts_file: Optional[Path] = typer.Option(None, "--prompts-file", help="UTF-8 file, one prompt a line, instead.", rich_help_panel=RUN),
+    out: Path = typer.Option(Path("results/records.jsonl"), help="Records file (JSONL, appended).", rich_help_panel=OUT),
     batch_size: Optional[int] = _backbone_option("batch_size"),
     device: Optional[str] = _backbone_option("device"),
     dtype: Optional[str] = _backbone_option("dtype"),
     offload: bool = _backbone_option("offload"),
     decode_chunk: Optional[int] = _backbone_option("decode_chunk"),
     progress: bool = _backbone_option("progress"),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP),
-    processes: int = typer.Option(1, "--processes", min=1, help="Shard the prompts over N local processes (runs torchrun; needs accelerate); records are gathered and written once."),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP, rich_help_panel=OUT),
+    processes: int = typer.Option(1, "--processes", min=1, help="Shard prompts over N local processes.", rich_help_panel=RUN),
 ):
     """Evaluate one schedule on a suite and append its records."""
     if processes > 1:
@@ -282,36 +304,37 @@ def eval_(
 @app.command()
 def compare(
     ctx: typer.Context,
-    suite: str = typer.Option("geneval", help="Suite to compare on."),
-    backbone: str = typer.Option("analytic", help="Backbone name."),
+    suite: str = typer.Option("geneval", help=_SUITE_HELP, rich_help_panel=RUN),
+    backbone: str = typer.Option("analytic", help=_BACKBONE_HELP, rich_help_panel=BACKBONE),
     model: Optional[str] = _backbone_option("model"),
-    steps: List[int] = typer.Option([3, 5], help="Step budgets (repeat the option for several)."),
-    seeds: int = typer.Option(16, help="Images (seeds) per prompt."),
-    policies: Optional[Path] = typer.Option(None, help="Folder of policies, <backbone>/<name>/ inside (default: policies/ of the project root, " + _ROOT_HELP + ")."),
-    records: Path = typer.Option(Path("results/records.jsonl"), help="Records file to append to."),
-    leaderboards: Optional[Path] = typer.Option(None, help="Folder of <suite>.md, <suite>.csv and recipe.json (default: leaderboards/ of the project root, " + _ROOT_HELP + "). A run replaces the sections it evaluates and keeps the others."),
-    all_: bool = typer.Option(False, "--all", help="Run every compare invocation listed in LEADERBOARDS/recipe.json: regenerates (or, with --check, checks) every committed section and figure."),
-    schedule: List[str] = typer.Option([], help="Extra schedule rows, e.g. --schedule shift:3 --schedule uniform."),
-    zoo: str = typer.Option("karras,ays,oss,searched", help="Schedule-zoo rows beside default, comma-separated: karras[:RHO], exponential, beta[:A,B], ays, oss[:M], searched (or none). ays appears where the model family has one (SD-XL), oss where the backbone exposes its velocity; oss and searched are computed once on the suite's training prompts and cached under schedules/."),
-    distilled: List[str] = typer.Option([], help="Distilled sampler rows at their own default budget: NAME or NAME=MODEL, e.g. --distilled flux-schnell."),
-    check: bool = typer.Option(False, help="Do not write the leaderboard; check every committed row and task against this run (exit 1 if one regressed)."),
-    report: List[Path] = typer.Option([], help="With --check: write the report to PATH, format from the suffix: .md (CI job summary), .json, .xml (JUnit); repeat for several."),
-    strict: bool = typer.Option(False, help="With --check: a committed row this run does not produce (missing) fails the check too."),
-    plots: bool = typer.Option(True, help="Write schedule, image-grid and training-curve figures beside the tables (with --check --report: into figures/ beside the first report)."),
-    tolerance: float = typer.Option(2.0, help="With --check: allowed drop, in standard errors of the paired difference (same prompts and seeds)."),
+    steps: List[int] = typer.Option([3, 5], help="Step budgets (repeat the option).", rich_help_panel=RUN),
+    seeds: int = typer.Option(16, help="Images (seeds) per prompt.", rich_help_panel=RUN),
+    policies: Optional[Path] = typer.Option(None, help="Policies folder (default: the project's policies/).", rich_help_panel=RUN),
+    records: Path = typer.Option(Path("results/records.jsonl"), help="Records file to append to.", rich_help_panel=OUT),
+    leaderboards: Optional[Path] = typer.Option(None, help="Leaderboards folder (default: the project's).", rich_help_panel=OUT),
+    all_: bool = typer.Option(False, "--all", help="Run every invocation of LEADERBOARDS/recipe.json.", rich_help_panel=RUN),
+    schedule: List[str] = typer.Option([], help="Extra schedule rows, e.g. shift:3 (repeat).", rich_help_panel=RUN),
+    zoo: str = typer.Option("karras,ays,oss,searched", help="Zoo rows beside default, comma-separated, or none.", rich_help_panel=RUN),
+    distilled: List[str] = typer.Option([], help="Distilled sampler rows: NAME or NAME=MODEL.", rich_help_panel=RUN),
+    check: bool = typer.Option(False, help="Check the committed rows against this run.", rich_help_panel=CHECK),
+    report: List[Path] = typer.Option([], help="Write the check's report: .md, .json or .xml.", rich_help_panel=CHECK),
+    strict: bool = typer.Option(False, help="A missing committed row fails the check too.", rich_help_panel=CHECK),
+    plots: bool = typer.Option(True, help="Write the figures (schedules, images, training).", rich_help_panel=OUT),
+    tolerance: float = typer.Option(2.0, help="Allowed drop, in SEs of the paired difference.", rich_help_panel=CHECK),
     device: Optional[str] = _backbone_option("device"),
-    batch_size: Optional[int] = _backbone_option("batch_size", help="Images sampled per batch (default: each backbone's eval batch)."),
+    batch_size: Optional[int] = _backbone_option("batch_size"),
     dtype: Optional[str] = _backbone_option("dtype"),
     offload: bool = _backbone_option("offload"),
     decode_chunk: Optional[int] = _backbone_option("decode_chunk"),
     progress: bool = _backbone_option("progress"),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP),
-    tasks: bool = typer.Option(False, "--tasks", help="Add a column per task to the terminal table (wide: more than 80 columns)."),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP, rich_help_panel=OUT),
+    tasks: bool = typer.Option(False, "--tasks", help="A column per task (wider than 80).", rich_help_panel=OUT),
 ):
-    """Evaluate default, shipped policies and the ceiling; write leaderboards/<suite>.md|csv (or --check them).
+    """Evaluate default, zoo, shipped policies and the ceiling; write leaderboards/.
 
-    With --check, exit codes: 0 nothing regressed, 1 a row or task regressed (or, with --strict, a committed
-    row is missing), 2 refused (bad input, e.g. no committed leaderboard or an unknown --report suffix)."""
+    Outside a project (no policies/ or leaderboards/ here or above) it writes
+    ./leaderboards; --check reads the installed checkout's. Exit codes: 0 ok,
+    1 a row regressed (--check; with --strict also a missing row), 2 refused."""
     from jsbench.compare import RECIPE_NAME, compare_command, run_compare, validate_compare_options
     from jsbench.suites import load_suite
     from jsbench.workspace import project_dir
