@@ -203,21 +203,21 @@ def train(*, out: Path, resume: bool, overwrite: bool, progress: bool, processes
     Writes OUT/policy.safetensors and manifest.json. OUT is locked while the run
     writes it; a folder holding a run needs --resume or --overwrite. Ctrl-C
     exits 130 and prints the command that resumes. Exit codes: 0 ok, 2 refused."""
+    config = TrainConfig(**{k: v.value if isinstance(v, Enum) else v for k, v in fields.items()})
+    _check_outputs(out_folder=out)  # refused before any process starts or weights load
+    _check_device(config.device)
     if processes > 1:
         from jsbench.distributed import launch_processes
 
         raise typer.Exit(launch_processes(processes))
     from jsbench.train import Trainer
 
-    config = TrainConfig(**{k: v.value if isinstance(v, Enum) else v for k, v in fields.items()})
     import contextlib
 
     from jsbench.distributed import get_context
     from jsbench.workspace import clear_run, output_lock, refuse_to_replace
 
     refuse_to_replace(out, resume, overwrite)  # before the lock: a refused folder is left exactly as it was
-    _check_outputs(out_folder=out)
-    _check_device(config.device)
     from jsbench.progress import quiet_model_loading
 
     quiet_model_loading(show_bars=progress)
@@ -272,6 +272,8 @@ def eval_(
     processes: int = typer.Option(1, "--processes", min=1, help="Shard prompts over N local processes.", rich_help_panel=RUN),
 ):
     """Evaluate one schedule on a suite and append its records."""
+    _check_outputs(out=out)  # refused before any process starts or weights load
+    _check_device(device)
     if processes > 1:
         from jsbench.distributed import launch_processes
 
@@ -283,7 +285,6 @@ def eval_(
     from jsbench.suites import load_suite
 
     validate_eval_options(split, suite, metadata)  # refused before any weights load
-    _check_outputs(out=out)
     prompt_list = read_prompts_file(prompts_file) if prompts_file is not None else None  # refuse before loading weights
     ctx = get_context()
     bb = _backbone(backbone, model, pick_device(device, dist=ctx), dtype, offload, decode_chunk, progress)  # one accelerator per process

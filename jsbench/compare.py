@@ -49,6 +49,8 @@ def validate_compare_options(check: bool, strict: bool = False, reports: list[Pa
     for path in reports:
         report_format(path)  # an unknown suffix
     if not check:
+        if leaderboard_dir is not None and suite_name is not None:
+            read_committed(Path(leaderboard_dir) / f"{suite_name}.csv")  # a damaged page is refused now, not after the run
         return []
     check_tolerance(tolerance)
     if leaderboard_dir is None or suite_name is None:

@@ -209,3 +209,14 @@ def test_a_restart_before_the_first_checkpoint_starts_a_fresh_log(cli, monkeypat
     code, _, err = cli(*args)
     assert code == 0, err
     assert [r["iteration"] for r in map(json.loads, Path("run/train_log.jsonl").read_text().splitlines())] == [0, 1]
+
+
+def test_compare_refuses_a_damaged_leaderboard_before_evaluating(cli, tmp_path, monkeypatch):
+    import jsbench.backbones as backbones
+
+    lb = tmp_path / "lb"
+    shutil.copytree(REPO / "leaderboards", lb)
+    (lb / "geneval.csv").write_text(_damaged((lb / "geneval.csv").read_text())["non-numeric"])
+    monkeypatch.setattr(backbones, "load_backbone", lambda *a, **k: pytest.fail("loaded a backbone before refusing"))
+    code, _, err = cli("compare", "--leaderboards", str(lb), "--no-progress", "--no-plots")
+    assert code == 2 and "'n/a', not a number" in _one_line(err)
