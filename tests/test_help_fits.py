@@ -67,3 +67,11 @@ def test_the_check_table_keeps_every_column_at_80_columns():
     for name in ("js(prompt-only)single_object", "flux-schnell(4steps,distilled)overall"):  # folded, in order, not cut
         rest = iter(joined)
         assert all(ch in rest for ch in name), name
+
+
+def test_declared_names_read_without_importing_are_the_registries():
+    import jsbench.backbones as backbones
+    import jsbench.rewards as rewards
+
+    assert declared_names("jsbench.backbones") == tuple(backbones._MODULES)
+    assert declared_names("jsbench.rewards") == tuple(rewards._MODULES)
