@@ -37,7 +37,7 @@ class TrainConfig:
     steps: int = option(5, "Step budget N (the policy outputs N increments).")
     baseline: str = option("js", "none, rloo, xctx, js (James–Stein; -B >= 3) or js-plugin.")
     reward: str = option("geneval", f"Reward: {', '.join(declared_names('jsbench.rewards'))}.")
-    suite: str = option("geneval", "Suite whose training prompts are used.")
+    suite: str = option("geneval", f"Suite of the training prompts: {', '.join(declared_names('jsbench.suites'))}.")
     policy: str = option("instance", "Conditioned on prompt + noise, the prompt, or global.", choices=("instance", "prompt", "global"))
     iters: int = option(200, "Number of policy updates.")
     contexts: int = option(16, "Contexts (prompt, seed) per update.", flags=("--contexts", "-B"))

@@ -33,8 +33,7 @@ def test_options_are_grouped_and_name_every_backbone_and_suite(cli, monkeypatch)
         flat = " ".join(re.sub(r"[│╭╮╰╯─]", " ", out).split())
         assert all(f"─ {p} ─" in out for p in panels), command
         assert all(name in flat for name in backbones), command
-        if command != "train":
-            assert all(name in flat for name in declared_suites()), command
+        assert all(name in flat for name in declared_suites()), command
 
 
 def test_the_committed_workflow_is_the_readmes():
