@@ -498,6 +498,7 @@ def policies_show(path: Path = typer.Argument(..., help="Policy folder.")):
 
 
 EXIT_REFUSED, EXIT_INTERNAL = 2, 3  # 0 ok; 1 only "regressed" (compare --check); 130 interrupted (Ctrl-C)
+EXIT_PIPE_CLOSED = 141  # the reader of stdout went away (`| head`): what a shell reports for SIGPIPE
 
 
 def _refuse(message: str) -> None:
@@ -510,10 +511,16 @@ def _refuse(message: str) -> None:
 
 def main() -> None:
     """The entry point: a refusal (`JsbenchError`, or the system refusing a read or write: disk full,
-    read-only, missing) is one line and exit 2; anything else is a bug, shown with its traceback, exit 3,
-    so that exit 1 always means a check found a regression."""
+    read-only, missing) is one line and exit 2; anything else is a bug, shown with its traceback, exit 3;
+    a closed stdout pipe exits 141; so exit 1 always means a check found a regression."""
     try:
         app(standalone_mode=True)
+    except SystemExit as exc:
+        # typer ends a command whose stdout was closed (`jsbench ... | head`) with exit 1, after putting a
+        # PacifyFlushWrapper on stdout; 1 must only mean "regressed"
+        if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            sys.exit(EXIT_PIPE_CLOSED)
+        raise
     except JsbenchError as exc:
         _refuse(str(exc))
     except OSError as exc:

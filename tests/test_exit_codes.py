@@ -220,3 +220,14 @@ def test_compare_refuses_a_damaged_leaderboard_before_evaluating(cli, tmp_path, 
     monkeypatch.setattr(backbones, "load_backbone", lambda *a, **k: pytest.fail("loaded a backbone before refusing"))
     code, _, err = cli("compare", "--leaderboards", str(lb), "--no-progress", "--no-plots")
     assert code == 2 and "'n/a', not a number" in _one_line(err)
+
+
+def test_a_closed_stdout_pipe_is_not_exit_1(cli, monkeypatch):
+    from jsbench import tables
+
+    def closed(*args, **kwargs):
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    monkeypatch.setattr(tables, "rows_text", closed)
+    code, _, _ = cli("policies", "list", "--format", "csv")  # as in `jsbench policies list --format csv | head -1`
+    assert code == 141
