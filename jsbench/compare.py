@@ -135,10 +135,7 @@ def run_compare(
                 runs[row_key(backbone.name, backbone.model_id, source.row_steps, source.label)] = run  # the row shows its section's budget
                 made += records
                 log(f"  {source.label:<22} {own:>4} steps  done")
-    # the ceiling row is evaluated once, but every budget's image grid shows it (the reference to look at)
-    ceilings = [s for sources in plotted.values() for s in sources if s.spec == "ceiling"][:1]
-    for sources in plotted.values():
-        sources += [c for c in ceilings if c not in sources]
+    plotted = with_ceiling(plotted)
     metric = suite.primary_metric
     tables = [t for t in build_tables(made, suite.name, metric) if t.steps in steps_list]
     for t in tables:
@@ -172,6 +169,13 @@ def run_compare(
     scores = write_scores(scores_path(leaderboard_dir, suite.name), all_tables, runs, suite.name, metric, provenance)
     result.written = [md, csv_path, scores, *(p for _, p in fresh)]
     return result
+
+
+def with_ceiling(sources_by_steps: dict[int, list]) -> dict[int, list]:
+    """The figures' sources per budget, the ceiling added to every budget's: it is evaluated once (under
+    the first budget) but each budget's image grid shows it, as the reference to look at."""
+    ceilings = [s for sources in sources_by_steps.values() for s in sources if s.spec == "ceiling"][:1]
+    return {steps: [*sources, *(c for c in ceilings if c not in sources)] for steps, sources in sources_by_steps.items()}
 
 
 _FIGURE_KINDS = ("schedules", "images", "training")

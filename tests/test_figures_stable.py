@@ -28,3 +28,13 @@ def test_a_figure_with_the_same_pixels_is_not_rewritten(tmp_path):
     assert path.read_bytes() == before
     plot_training_curves({"js": LOGS["js"]}, path)  # another figure: rewritten
     assert path.read_bytes() != before
+
+
+def test_every_budgets_image_grid_keeps_the_ceiling_row():
+    from types import SimpleNamespace as Source
+
+    from jsbench.compare import with_ceiling
+
+    default3, ceiling, default5 = Source(spec="default"), Source(spec="ceiling"), Source(spec="default")
+    got = with_ceiling({3: [default3, ceiling], 5: [default5]})
+    assert got == {3: [default3, ceiling], 5: [default5, ceiling]}
