@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 
 from jsbench import JsbenchError
+from jsbench.registry import declared_names  # reads the backbones' names from source: imports no torch
 from jsbench.suites import declared_suites  # the declared names only: imports no suite module
 from jsbench.train_config import DECODE_HELP, DEVICE_HELP, DTYPE_HELP, MODEL_HELP, OFFLOAD_HELP, TrainConfig  # dataclasses only: --help stays fast
 
@@ -77,7 +78,6 @@ class OutputFormat(str, Enum):
 
 _FORMAT_HELP = "table (80 columns), or csv / json: every value exact."
 _PROGRESS_HELP = "Progress on stderr (a bar, or lines in a log); --no-progress: none."
-from jsbench.registry import declared_names  # noqa: E402  (reads the backbones' names without importing torch)
 
 _BACKBONE_HELP = f"Backbone: {', '.join(declared_names('jsbench.backbones'))}."
 _SUITE_HELP = f"Suite: {', '.join(declared_suites())}."
