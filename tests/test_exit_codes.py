@@ -231,3 +231,13 @@ def test_a_closed_stdout_pipe_is_not_exit_1(cli, monkeypatch):
     monkeypatch.setattr(tables, "rows_text", closed)
     code, _, _ = cli("policies", "list", "--format", "csv")  # as in `jsbench policies list --format csv | head -1`
     assert code == 141
+
+
+@pytest.mark.slow
+def test_compare_outside_a_project_writes_dot_leaderboards(cli, tmp_path):
+    committed = {p: p.stat().st_mtime_ns for p in (REPO / "leaderboards").glob("geneval.*")}
+    code, out, err = cli("compare", "--steps", "2", "--seeds", "1", "--zoo", "none", "--no-plots", "--no-progress")
+    assert code == 0, err
+    assert {p.name for p in (tmp_path / "leaderboards").iterdir()} == {"geneval.md", "geneval.csv", "geneval.scores.jsonl"}
+    assert "wrote leaderboards/geneval.md" in out
+    assert {p: p.stat().st_mtime_ns for p in committed} == committed  # the installed checkout's are untouched
