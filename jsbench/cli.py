@@ -15,12 +15,14 @@ import typer
 from rich.console import Console
 
 from jsbench import JsbenchError
+from jsbench.registry import declared_names  # reads the backbones' names from source: imports no torch
 from jsbench.suites import declared_suites  # the declared names only: imports no suite module
 from jsbench.train_config import DECODE_HELP, DEVICE_HELP, DTYPE_HELP, GUIDANCE_HELP, MODEL_HELP, OFFLOAD_HELP, OFFLOAD_MODE_HELP, TrainConfig  # dataclasses only: --help stays fast
 
 def _no_bool_tag() -> None:
     """typer's rich help tags every option with its type, flags (`--resume/--no-resume`, `--help`) as `<bool>`,
-    though a flag takes no value; show flags bare, as its plain-text help does."""
+    though a flag takes no value; show flags bare, as its plain-text help does, and a bounded int as
+    `<int> [x>=1]` rather than `<int range> [x>=1]` (narrower columns at 80 columns)."""
     from typer.core import TyperOption
 
     shown = TyperOption.display_type_rich
@@ -28,7 +30,10 @@ def _no_bool_tag() -> None:
         return
 
     def display_type_rich(self, ctx):
-        return None if self.is_flag and not self.count else shown(self, ctx)
+        if self.is_flag and not self.count:
+            return None
+        text = shown(self, ctx)
+        return "<int>" if text == "<int range>" else text  # "<int> [x>=1]": the bounds say it is a range
 
     display_type_rich._jsbench = True
     TyperOption.display_type_rich = display_type_rich
@@ -71,8 +76,13 @@ class OutputFormat(str, Enum):
     json = "json"
 
 
-_FORMAT_HELP = "table: for reading, fits 80 columns; csv or json: every value exact, for piping."
-_PROGRESS_HELP = "Show a progress bar (on stderr) and the model-loading messages; --no-progress silences both."
+_FORMAT_HELP = "table (80 columns), or csv / json: every value exact."
+_PROGRESS_HELP = "Progress on stderr (a bar, or lines in a log); --no-progress: none."
+
+_BACKBONE_HELP = f"Backbone: {', '.join(declared_names('jsbench.backbones'))}."
+_SUITE_HELP = f"Suite: {', '.join(declared_suites())}."
+# --help groups each command's options into these panels
+RUN, OUT, BACKBONE, TRAINING, OPTIMIZER, CHECK = "Run", "Output", "Backbone", "Training", "Optimizer", "Check (--check)"
 _ROOT_HELP = "the nearest folder at or above the current one holding policies/ or leaderboards/, else the checkout jsbench is installed from"
 
 
@@ -87,18 +97,41 @@ def _backbone(name: str, model: Optional[str], device: Optional[str], dtype: Opt
                          share_with=share_with)
 
 
+def _check_outputs(records: Optional[Path] = None, out: Optional[Path] = None, out_folder: Optional[Path] = None,
+                   leaderboards: Optional[Path] = None, report: List[Path] = ()) -> None:
+    """Refuse, before any work, an output this command could not write (one line, exit 2)."""
+    from jsbench.io import check_writable_file, check_writable_folder
+
+    for option, path in (("--records", records), ("--out", out)):
+        if path is not None:
+            check_writable_file(path, option)
+    for option, path in (("--out", out_folder), ("--leaderboards", leaderboards)):
+        if path is not None:
+            check_writable_folder(path, option)
+    for path in report:
+        check_writable_file(path, "--report")
+
+
+def _check_device(device: Optional[str]) -> None:
+    """Refuse, before any weights load, a --device this torch cannot use (e.g. cuda on a CPU-only build)."""
+    if device is not None:
+        from jsbench.devices import pick_device
+
+        pick_device(device)
+
+
 # the backbone options of eval, compare and schedules plot, declared once: name -> typer.Option's arguments (the
 # dtype, offload and decode-chunk helps are also those of train's TrainConfig fields)
 _BACKBONE_OPTIONS = {
-    "model": dict(default=None, help=MODEL_HELP),
-    "batch_size": dict(default=None, flags=("--batch-size",), min=1, help="Images sampled per batch (default: the backbone's eval batch)."),
-    "device": dict(default=None, help=DEVICE_HELP),
-    "dtype": dict(default=None, help=DTYPE_HELP),
-    "offload": dict(default=False, flags=("--offload",), help=OFFLOAD_HELP),
-    "decode_chunk": dict(default=None, flags=("--decode-chunk",), min=1, help=DECODE_HELP),
-    "guidance": dict(default=None, help=GUIDANCE_HELP),
-    "offload_mode": dict(default=None, flags=("--offload-mode",), help=OFFLOAD_MODE_HELP),
-    "progress": dict(default=True, help=_PROGRESS_HELP),
+    "model": dict(default=None, help=MODEL_HELP, rich_help_panel=BACKBONE),
+    "batch_size": dict(default=None, flags=("--batch-size",), min=1, help="Images per batch (default: the backbone's).", rich_help_panel=BACKBONE),
+    "device": dict(default=None, help=DEVICE_HELP, rich_help_panel=BACKBONE),
+    "dtype": dict(default=None, help=DTYPE_HELP, rich_help_panel=BACKBONE),
+    "offload": dict(default=False, flags=("--offload",), help=OFFLOAD_HELP, rich_help_panel=BACKBONE),
+    "decode_chunk": dict(default=None, flags=("--decode-chunk",), min=1, help=DECODE_HELP, rich_help_panel=BACKBONE),
+    "progress": dict(default=True, help=_PROGRESS_HELP, rich_help_panel=OUT),
+    "guidance": dict(default=None, help=GUIDANCE_HELP, rich_help_panel=BACKBONE),
+    "offload_mode": dict(default=None, flags=("--offload-mode",), help=OFFLOAD_MODE_HELP, rich_help_panel=BACKBONE),
 }
 
 
@@ -108,10 +141,11 @@ def _backbone_option(name: str, **override):
     return typer.Option(spec.pop("default"), *spec.pop("flags", ()), **spec)
 
 
-def config_options(config_cls) -> list[inspect.Parameter]:
+def config_options(config_cls, panels: dict[str, str] | None = None) -> list[inspect.Parameter]:
     """A typer option per field of a config dataclass, built from the field's metadata (see
     jsbench/train_config.py): `help` (required), `flags` (default --field-name), `choices` (an enum of
-    the values, whose `.value` the command passes on), `min`. The field's default is the option's."""
+    the values, whose `.value` the command passes on), `min`. The field's default is the option's;
+    `panels` (field -> --help panel) groups them, the fields it does not name under "Options"."""
     import dataclasses
     import typing
 
@@ -128,6 +162,8 @@ def config_options(config_cls) -> list[inspect.Parameter]:
         elif type(None) in typing.get_args(annotation):  # `X | None`, as typer reads it
             annotation = Optional[next(a for a in typing.get_args(annotation) if a is not type(None))]
         extra = {"min": meta["min"]} if "min" in meta else {}
+        if panels and f.name in panels:
+            extra["rich_help_panel"] = panels[f.name]
         out.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,
                                      default=typer.Option(default, *meta.get("flags", ()), help=meta["help"], **extra)))
     return out
@@ -139,37 +175,47 @@ def _option(name: str, annotation, default) -> inspect.Parameter:
 
 # train's own options, around the TrainConfig fields: (placed after this field, or first / last)
 _TRAIN_OPTIONS = {
-    "first": [_option("out", Path, typer.Option(..., help="Folder for the policy, its checkpoint and training log."))],
+    "first": [_option("out", Path, typer.Option(..., help="Folder for the policy, checkpoint and log.", rich_help_panel=RUN))],
     "checkpoint_every": [
-        _option("resume", bool, typer.Option(False, help="Continue from OUT/checkpoint.pt; ends exactly where the uninterrupted run would.")),
-        _option("overwrite", bool, typer.Option(False, "--overwrite", help="Replace the policy, checkpoint and log already in OUT (refused otherwise).")),
+        _option("resume", bool, typer.Option(False, help="Continue from OUT/checkpoint.pt, exactly.", rich_help_panel=RUN)),
+        _option("overwrite", bool, typer.Option(False, "--overwrite", help="Replace the run already in OUT.", rich_help_panel=RUN)),
     ],
     "last": [
-        _option("progress", bool, typer.Option(True, help="Show a progress bar.")),
-        _option("processes", int, typer.Option(1, "--processes", min=1, help="Split each update's contexts over N local processes (runs torchrun; needs accelerate). For GPUs and nodes use `accelerate launch -m jsbench train ...`.")),
+        _option("progress", bool, typer.Option(True, help=_PROGRESS_HELP, rich_help_panel=RUN)),
+        _option("processes", int, typer.Option(1, "--processes", min=1, help="Local processes (torchrun; needs accelerate).", rich_help_panel=RUN)),
     ],
+}
+# TrainConfig's fields in --help's panels (a new field lands under "Options" until named here)
+_TRAIN_PANELS = {
+    "threads": RUN,  # main's TrainConfig.threads
+    **dict.fromkeys(("steps", "policy", "baseline", "reward", "suite", "iters", "contexts", "samples", "seed", "checkpoint_every"), TRAINING),
+    **dict.fromkeys(("lr", "network_lr", "weight_decay", "grad_clip", "concentration", "width"), OPTIMIZER),
+    **dict.fromkeys(("backbone", "model", "device", "dtype", "offload", "batch_size", "decode_chunk"), BACKBONE),
 }
 
 
 def _train_signature() -> inspect.Signature:
     params = list(_TRAIN_OPTIONS["first"])
-    for p in config_options(TrainConfig):
+    for p in config_options(TrainConfig, _TRAIN_PANELS):
         params += [p, *_TRAIN_OPTIONS.get(p.name, [])]
     return inspect.Signature(params + _TRAIN_OPTIONS["last"])
 
 
 def train(*, out: Path, resume: bool, overwrite: bool, progress: bool, processes: int, **fields):
-    """Train a schedule policy with REINFORCE and a reward baseline (default js, James–Stein); writes OUT/policy.safetensors + manifest.json.
+    """Train a schedule policy with REINFORCE and a baseline (default js).
 
-    OUT is locked while the run writes it (a second run on the same OUT refuses), and a folder that already
-    holds a policy or a run is refused unless --resume or --overwrite says what to do with it."""
+    Writes OUT/policy.safetensors and manifest.json. OUT is locked while the run
+    writes it; a folder holding a run needs --resume or --overwrite. Ctrl-C
+    exits 130 and prints the command that resumes. Exit codes: 0 ok, 2 refused."""
+    config = TrainConfig(**{k: v.value if isinstance(v, Enum) else v for k, v in fields.items()})
+    _check_outputs(out_folder=out)  # refused before any process starts or weights load
+    _check_device(config.device)
     if processes > 1:
         from jsbench.distributed import launch_processes
 
         raise typer.Exit(launch_processes(processes))
     from jsbench.train import Trainer
 
-    config = TrainConfig(**{k: v.value if isinstance(v, Enum) else v for k, v in fields.items()})
     import contextlib
 
     from jsbench.distributed import get_context
@@ -179,15 +225,24 @@ def train(*, out: Path, resume: bool, overwrite: bool, progress: bool, processes
     from jsbench.progress import quiet_model_loading
 
     quiet_model_loading(show_bars=progress)
-    with output_lock(out, "jsbench train") if get_context().is_main else contextlib.nullcontext():  # rank 0 writes OUT
-        refuse_to_replace(out, resume, overwrite)  # again, now that no other run can write OUT
-        trainer = Trainer(config, out)
-        if resume:
-            trainer.resume()
-        elif overwrite and trainer.dist.is_main:
-            clear_run(out)
-        trainer.train(progress=progress)
-        path = trainer.save_policy()
+    try:
+        with output_lock(out, "jsbench train") if get_context().is_main else contextlib.nullcontext():  # rank 0 writes OUT
+            refuse_to_replace(out, resume, overwrite)  # again, now that no other run can write OUT
+            trainer = Trainer(config, out)
+            if resume:
+                trainer.resume()
+            elif overwrite and trainer.dist.is_main:
+                clear_run(out)
+            trainer.train(progress=progress)
+            path = trainer.save_policy()
+    except KeyboardInterrupt:  # Ctrl-C: one line saying how to go on, exit 130
+        from jsbench.workspace import resume_command
+
+        if get_context().is_main:
+            saved = (out / "checkpoint.pt").is_file()
+            how = "resume with" if saved else "no checkpoint yet; start again with"
+            err.print(f"interrupted; {how}: {resume_command(sys.argv[1:], saved)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(130) from None
     if trainer.dist.is_main:
         console.print(f"policy written to [bold]{path}[/]")
     trainer.dist.close()  # every process leaves the group together
@@ -199,17 +254,19 @@ app.command()(train)
 
 @app.command("eval")
 def eval_(
-    suite: str = typer.Option("geneval", help=f"Suite: {', '.join(declared_suites())}."),
-    backbone: str = typer.Option("analytic", help="Backbone name."),
+    suite: str = typer.Option("geneval", help=_SUITE_HELP, rich_help_panel=RUN),
+    backbone: str = typer.Option("analytic", help=_BACKBONE_HELP, rich_help_panel=BACKBONE),
     model: Optional[str] = _backbone_option("model"),
-    steps: int = typer.Option(5, help="Step budget."),
-    schedule: str = typer.Option("default", help="default | ceiling | uniform | shift:S | policy:PATH | karras[:RHO] | exponential | beta[:A,B] | ays | oss[:M] | oss-mean[:M] | oss-image[:M] | searched | file:PATH (oss and searched are computed once on the training prompts and cached under schedules/)."),
-    seeds: int = typer.Option(16, help="Images (seeds) per prompt."),
-    seed_base: int = typer.Option(0, "--seed-base", min=0, help="Image k of prompt p draws its noise from sha256(p, seed base + k)."),
-    split: str = typer.Option("test", help="Prompt split: test (held out), train or all."),
-    metadata: Optional[Path] = typer.Option(None, help="GenEval evaluation_metadata.jsonl to evaluate instead of the suite's test prompts (--suite geneval; on analytic, prompts the world draws)."),
-    prompts_file: Optional[Path] = typer.Option(None, "--prompts-file", help="UTF-8 text file, one prompt of the suite a line: evaluate these instead of --split."),
-    out: Path = typer.Option(Path("results/records.jsonl"), help="Records file (JSONL, appended atomically)."),
+    steps: int = typer.Option(5, help="Step budget.", rich_help_panel=RUN),
+    schedule: str = typer.Option("default", metavar="SPEC", rich_help_panel=RUN,
+                                 help="default, ceiling, uniform, shift:S, policy:PATH, karras[:RHO], exponential, "
+                                      "beta[:A,B], ays, oss[:M], oss-mean[:M], oss-image[:M], searched or file:PATH (see README)."),
+    seeds: int = typer.Option(16, help="Images (seeds) per prompt.", rich_help_panel=RUN),
+    seed_base: int = typer.Option(0, "--seed-base", min=0, help="Noise of image k: sha256(prompt, base + k).", rich_help_panel=RUN),
+    split: str = typer.Option("test", help="Prompts: test (held out), train or all.", rich_help_panel=RUN),
+    metadata: Optional[Path] = typer.Option(None, help="GenEval evaluation_metadata.jsonl to evaluate instead.", rich_help_panel=RUN),
+    prompts_file: Optional[Path] = typer.Option(None, "--prompts-file", help="UTF-8 file, one prompt a line, instead.", rich_help_panel=RUN),
+    out: Path = typer.Option(Path("results/records.jsonl"), help="Records file (JSONL, appended).", rich_help_panel=OUT),
     batch_size: Optional[int] = _backbone_option("batch_size"),
     device: Optional[str] = _backbone_option("device"),
     dtype: Optional[str] = _backbone_option("dtype"),
@@ -218,10 +275,12 @@ def eval_(
     guidance: Optional[float] = _backbone_option("guidance"),
     offload_mode: Optional[str] = _backbone_option("offload_mode"),
     progress: bool = _backbone_option("progress"),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP),
-    processes: int = typer.Option(1, "--processes", min=1, help="Shard the prompts over N local processes (runs torchrun; needs accelerate); records are gathered and written once."),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP, rich_help_panel=OUT),
+    processes: int = typer.Option(1, "--processes", min=1, help="Shard prompts over N local processes.", rich_help_panel=RUN),
 ):
     """Evaluate one schedule on a suite and append its records."""
+    _check_outputs(out=out)  # refused before any process starts or weights load
+    _check_device(device)
     if processes > 1:
         from jsbench.distributed import launch_processes
 
@@ -254,47 +313,51 @@ def eval_(
 @app.command()
 def compare(
     ctx: typer.Context,
-    suite: str = typer.Option("geneval", help="Suite to compare on."),
-    backbone: str = typer.Option("analytic", help="Backbone name."),
+    suite: str = typer.Option("geneval", help=_SUITE_HELP, rich_help_panel=RUN),
+    backbone: str = typer.Option("analytic", help=_BACKBONE_HELP, rich_help_panel=BACKBONE),
     model: Optional[str] = _backbone_option("model"),
-    steps: List[int] = typer.Option([3, 5], help="Step budgets (repeat the option for several)."),
-    seeds: int = typer.Option(16, help="Images (seeds) per prompt."),
-    seed_base: int = typer.Option(0, "--seed-base", min=0, help="Image k of prompt p draws its noise from sha256(p, seed base + k)."),
-    policies: Optional[Path] = typer.Option(None, help="Folder of policies, <backbone>/<name>/ inside (default: policies/ of the project root, " + _ROOT_HELP + ")."),
-    records: Path = typer.Option(Path("results/records.jsonl"), help="Records file to append to."),
-    leaderboards: Optional[Path] = typer.Option(None, help="Folder of <suite>.md, <suite>.csv and recipe.json (default: leaderboards/ of the project root, " + _ROOT_HELP + "). A run replaces the sections it evaluates and keeps the others."),
-    all_: bool = typer.Option(False, "--all", help="Run every compare invocation listed in LEADERBOARDS/recipe.json: regenerates (or, with --check, checks) every committed section and figure."),
-    schedule: List[str] = typer.Option([], help="Extra schedule rows, e.g. --schedule shift:3 --schedule uniform."),
-    zoo: str = typer.Option("karras,ays,oss,oss-image,searched", help="Zoo rows beside default, comma-separated, or none: karras[:RHO], exponential, beta[:A,B], ays, oss[:M], oss-mean[:M], oss-image[:M], searched (where the backbone has them; oss-image by default only on the embedded worlds)"),
-    distilled: List[str] = typer.Option([], help="Distilled sampler rows at their own default budget: NAME or NAME=MODEL, e.g. --distilled flux-schnell."),
-    check: bool = typer.Option(False, help="Do not write the leaderboard; check every committed row and task against this run (exit 1 if one regressed)."),
-    report: List[Path] = typer.Option([], help="With --check: write the report to PATH, format from the suffix: .md (CI job summary), .json, .xml (JUnit); repeat for several."),
-    strict: bool = typer.Option(False, help="With --check: a committed row this run does not produce (missing) fails the check too."),
-    plots: bool = typer.Option(True, help="Write schedule, image-grid and training-curve figures beside the tables (with --check --report: into figures/ beside the first report)."),
-    tolerance: float = typer.Option(2.0, help="With --check: allowed drop, in standard errors of the paired difference (same prompts and seeds)."),
+    steps: List[int] = typer.Option([3, 5], help="Step budgets (repeat the option).", rich_help_panel=RUN),
+    seeds: int = typer.Option(16, help="Images (seeds) per prompt.", rich_help_panel=RUN),
+    seed_base: int = typer.Option(0, "--seed-base", min=0, help="Noise of image k: sha256(prompt, base + k).", rich_help_panel=RUN),
+    policies: Optional[Path] = typer.Option(None, help="Policies folder (default: the project's policies/).", rich_help_panel=RUN),
+    records: Path = typer.Option(Path("results/records.jsonl"), help="Records file to append to.", rich_help_panel=OUT),
+    leaderboards: Optional[Path] = typer.Option(None, help="Leaderboards folder (default: the project's).", rich_help_panel=OUT),
+    all_: bool = typer.Option(False, "--all", help="Run every invocation of LEADERBOARDS/recipe.json.", rich_help_panel=RUN),
+    schedule: List[str] = typer.Option([], help="Extra schedule rows, e.g. shift:3 (repeat).", rich_help_panel=RUN),
+    zoo: str = typer.Option("karras,ays,oss,oss-image,searched", help="Zoo rows beside default, comma-separated, or none.", rich_help_panel=RUN),
+    distilled: List[str] = typer.Option([], help="Distilled sampler rows: NAME or NAME=MODEL.", rich_help_panel=RUN),
+    check: bool = typer.Option(False, help="Check the committed rows against this run.", rich_help_panel=CHECK),
+    report: List[Path] = typer.Option([], help="Write the check's report: .md, .json or .xml.", rich_help_panel=CHECK),
+    strict: bool = typer.Option(False, help="A missing committed row fails the check too.", rich_help_panel=CHECK),
+    plots: bool = typer.Option(True, help="Write the figures (schedules, images, training).", rich_help_panel=OUT),
+    tolerance: float = typer.Option(2.0, help="Allowed drop, in SEs of the paired difference.", rich_help_panel=CHECK),
     device: Optional[str] = _backbone_option("device"),
-    batch_size: Optional[int] = _backbone_option("batch_size", help="Images sampled per batch (default: each backbone's eval batch)."),
+    batch_size: Optional[int] = _backbone_option("batch_size"),
     dtype: Optional[str] = _backbone_option("dtype"),
     offload: bool = _backbone_option("offload"),
     decode_chunk: Optional[int] = _backbone_option("decode_chunk"),
     guidance: Optional[float] = _backbone_option("guidance"),
     offload_mode: Optional[str] = _backbone_option("offload_mode"),
     progress: bool = _backbone_option("progress"),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP),
-    tasks: bool = typer.Option(False, "--tasks", help="Add a column per task to the terminal table (wide: more than 80 columns)."),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP, rich_help_panel=OUT),
+    tasks: bool = typer.Option(False, "--tasks", help="A column per task (wider than 80).", rich_help_panel=OUT),
 ):
-    """Evaluate default, shipped policies and the ceiling; write leaderboards/<suite>.md|csv (or --check them).
+    """Evaluate default, zoo, shipped policies and the ceiling; write leaderboards/.
 
-    With --check, exit codes: 0 nothing regressed, 1 a row or task regressed (or, with --strict, a committed
-    row is missing), 2 refused (bad input, e.g. no committed leaderboard or an unknown --report suffix)."""
+    Outside a project (no policies/ or leaderboards/ here or above) it writes
+    ./leaderboards; --check reads the installed checkout's. Exit codes: 0 ok,
+    1 a row regressed (--check; with --strict also a missing row), 2 refused."""
     from jsbench.compare import RECIPE_NAME, compare_command, run_compare, validate_compare_options
     from jsbench.suites import load_suite
     from jsbench.workspace import project_dir
 
     policies = policies or project_dir("policies")
-    leaderboards = leaderboards or project_dir("leaderboards")
+    # a check reads the committed tables (the installed checkout's, outside a project); a run writes them,
+    # and outside a project it writes ./leaderboards, never into the installed checkout
+    recipe = (leaderboards or project_dir("leaderboards")) / RECIPE_NAME
+    leaderboards = leaderboards or project_dir("leaderboards", installed=check)
     if all_:
-        _compare_all(ctx, compare, leaderboards / RECIPE_NAME, policies=policies, leaderboards=leaderboards)
+        _compare_all(ctx, compare, recipe, policies=policies, leaderboards=leaderboards)
         return
     from jsbench.zoo import parse_zoo
 
@@ -303,6 +366,8 @@ def compare(
     # refused before any weights load; the check's scope by the backbone's name (its class's) and the budgets
     validate_compare_options(check, strict, list(report), leaderboards, suite, tolerance=tolerance,
                              backbone_name=getattr(backbone_class(backbone), "name", backbone), steps_list=list(steps))
+    _check_outputs(records=records, **({"report": list(report)} if check else {"leaderboards": leaderboards}))
+    _check_device(device)
     zoo_specs = parse_zoo(zoo)
     bb = _backbone(backbone, model, device, dtype, offload_mode or offload, decode_chunk, progress, guidance)
     s = load_suite(suite, bb)
@@ -404,13 +469,15 @@ def schedules_plot(
     from jsbench.plots import plot_image_grid, plot_schedules
     from jsbench.suites import load_suite
 
+    _check_outputs(out_folder=out)
+    _check_device(device)
     bb = _backbone(backbone, model, device)
     s = load_suite(suite, bb)
     sources = [resolve_schedule(spec, bb, steps, suite=s) for spec in schedule]
     prompts = list({it.task: it.prompt for it in s.items("test")}.values())[:6]
     for path in (
-        plot_schedules(bb, sources, prompts, list(range(seeds)), out / "schedules.png"),
-        plot_image_grid(bb, sources, prompts, 0, out / "images.png", suite_verdicts(s, s.items("test"))),
+        plot_schedules(bb, sources, prompts, list(range(seeds)), out / "schedules.png", title=f"{bb.name} · {steps} steps · schedules"),
+        plot_image_grid(bb, sources, prompts, 0, out / "images.png", suite_verdicts(s, s.items("test")), title=f"{bb.name} · {steps} steps"),
     ):
         console.print(f"wrote {path}")
 
@@ -444,15 +511,41 @@ def policies_show(path: Path = typer.Argument(..., help="Policy folder.")):
     console.print_json(json.dumps(manifest))
 
 
+EXIT_REFUSED, EXIT_INTERNAL = 2, 3  # 0 ok; 1 only "regressed" (compare --check); 130 interrupted (Ctrl-C)
+EXIT_PIPE_CLOSED = 141  # the reader of stdout went away (`| head`): what a shell reports for SIGPIPE
+
+
+def _refuse(message: str) -> None:
+    from rich.markup import escape
+
+    # soft_wrap: the refusal stays ONE line in logs and narrow terminals (rich hard-wraps otherwise)
+    err.print(f"[red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    sys.exit(EXIT_REFUSED)
+
+
 def main() -> None:
+    """The entry point: a refusal (`JsbenchError`, or the system refusing a read or write: disk full,
+    read-only, missing) is one line and exit 2; anything else is a bug, shown with its traceback, exit 3;
+    a closed stdout pipe exits 141; so exit 1 always means a check found a regression."""
     try:
         app(standalone_mode=True)
+    except SystemExit as exc:
+        # typer ends a command whose stdout was closed (`jsbench ... | head`) with exit 1, after putting a
+        # PacifyFlushWrapper on stdout; 1 must only mean "regressed"
+        if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            sys.exit(EXIT_PIPE_CLOSED)
+        raise
     except JsbenchError as exc:
-        from rich.markup import escape
+        _refuse(str(exc))
+    except OSError as exc:
+        where = f"{exc.filename}: " if exc.filename else ""
+        _refuse(f"{where}{exc.strerror or exc}")
+    except Exception:
+        import traceback
 
-        # soft_wrap: the refusal stays ONE line in logs and narrow terminals (rich hard-wraps otherwise)
-        err.print(f"[red]error:[/] {escape(str(exc))}", highlight=False, soft_wrap=True)
-        sys.exit(2)
+        traceback.print_exc()
+        err.print("[red]error:[/] internal error (a bug in jsbench; please report it with the traceback above)", highlight=False, soft_wrap=True)
+        sys.exit(EXIT_INTERNAL)
 
 
 if __name__ == "__main__":

@@ -79,6 +79,8 @@ def validate_compare_options(check: bool, strict: bool = False, reports: list[Pa
     for path in reports:
         report_format(path)  # an unknown suffix
     if not check:
+        if leaderboard_dir is not None and suite_name is not None:
+            read_committed(Path(leaderboard_dir) / f"{suite_name}.csv")  # a damaged page is refused now, not after the run
         return []
     check_tolerance(tolerance)
     if leaderboard_dir is None or suite_name is None:
@@ -172,6 +174,7 @@ def run_compare(
                 runs[row_key(backbone.name, backbone.model_id, source.row_steps, source.label)] = run  # the row shows its section's budget
                 made += records
                 log(f"  {source.label:<22} {own:>4} steps  done")
+    plotted = with_ceiling(plotted)
     metric = suite.primary_metric
     tables = [t for t in build_tables(made, suite.name, metric) if t.steps in steps_list]
     for t in tables:
@@ -207,6 +210,13 @@ def run_compare(
     return result
 
 
+def with_ceiling(sources_by_steps: dict[int, list]) -> dict[int, list]:
+    """The figures' sources per budget, the ceiling added to every budget's: it is evaluated once (under
+    the first budget) but each budget's image grid shows it, as the reference to look at."""
+    ceilings = [s for sources in sources_by_steps.values() for s in sources if s.spec == "ceiling"][:1]
+    return {steps: [*sources, *(c for c in ceilings if c not in sources)] for steps, sources in sources_by_steps.items()}
+
+
 _FIGURE_KINDS = ("schedules", "images", "training")
 
 
@@ -236,8 +246,9 @@ def write_figures(backbone, suite, sources_by_steps: dict[int, list], policies_d
     for steps, sources in sources_by_steps.items():
         stem = f"{suite.name}-{backbone.name}-n{steps}"
         budget = [s for s in sources if s.steps == steps]
-        out.append((f"{backbone.name} · {steps} steps · schedules", plot_schedules(backbone, budget, prompts, [0, 1, 2, 3], fig_dir / f"{stem}-schedules.png")))
-        out.append((f"{backbone.name} · {steps} steps · images (image 0 of each prompt)", plot_image_grid(backbone, sources, prompts, 0, fig_dir / f"{stem}-images.png", passed)))
+        head = f"{backbone.name} · {steps} steps"
+        out.append((f"{head} · schedules", plot_schedules(backbone, budget, prompts, [0, 1, 2, 3], fig_dir / f"{stem}-schedules.png", title=f"{head} · schedules")))
+        out.append((f"{head} · images (image 0 of each prompt)", plot_image_grid(backbone, sources, prompts, 0, fig_dir / f"{stem}-images.png", passed, title=head)))
         logs = {}
         for s, label in zip(budget, unique_labels(budget)):
             if s.spec.startswith("policy:"):
@@ -245,7 +256,7 @@ def write_figures(backbone, suite, sources_by_steps: dict[int, list], policies_d
                 if log.exists():
                     logs[label] = read_log(log)
         if logs:
-            out.append((f"{backbone.name} · {steps} steps · training", plot_training_curves(logs, fig_dir / f"{stem}-training.png")))
+            out.append((f"{head} · training", plot_training_curves(logs, fig_dir / f"{stem}-training.png", title=f"{head} · training")))
     return out
 
 

@@ -17,7 +17,61 @@ from typing import Callable, Iterable, Iterator
 from jsbench import JsbenchError
 
 __all__ = ["replacing", "write_text_atomic", "write_json_atomic", "append_lines", "read_prompt_lines", "shown_path",
-           "result_target", "write_result"]
+           "result_target", "write_result", "check_writable_file", "check_writable_folder", "write_failure"]
+
+
+def write_failure(path: str | os.PathLike, exc: OSError) -> JsbenchError:
+    """The one-line refusal for a write to `path` that failed with `exc` (disk full, read-only, ...)."""
+    return JsbenchError(f"cannot write {path}: {exc.strerror or exc}; nothing was written there")
+
+
+def _nearest_existing(path: Path) -> Path:
+    for folder in (path, *path.parents):
+        if folder.exists():
+            return folder
+    return Path(".")
+
+
+def _probe_folder(target: Path, option: str, given: Path) -> None:
+    """Refuse `given` (the value of `option`) unless a file can be created where the folder `target`
+    (existing or to be created) would hold it: its nearest existing ancestor must be a folder we can
+    create a file in, checked by creating one and removing it."""
+    import tempfile
+
+    existing = _nearest_existing(target)
+    if not existing.is_dir():
+        raise JsbenchError(f"{option} {given}: {existing} is a file, not a folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".jsbench-probe-", dir=existing)
+    except OSError as exc:
+        raise JsbenchError(f"{option} {given}: cannot create a file in {existing} ({exc.strerror or exc})") from None
+    os.close(fd)
+    os.unlink(probe)
+
+
+def check_writable_file(path: str | os.PathLike, option: str) -> Path:
+    """Refuse, before any work, an output file `path` (given as `option`, e.g. "--out") that cannot be
+    written: a folder, a device or other non-regular file (a write there would fail or replace it), or one
+    whose folder cannot be created or written. A missing folder is fine (writers create it)."""
+    path = Path(path)
+    if path.is_dir():
+        raise JsbenchError(f"{option} {path} is a folder; give a file path, e.g. {path / 'records.jsonl'}")
+    if path.exists() and not path.is_file():
+        raise JsbenchError(f"{option} {path} is not a regular file (a device or pipe); give a file path")
+    if path.is_file() and not os.access(path, os.W_OK):
+        raise JsbenchError(f"{option} {path}: the file is read-only")
+    _probe_folder(path.parent, option, path)
+    return path
+
+
+def check_writable_folder(path: str | os.PathLike, option: str) -> Path:
+    """Refuse, before any work, an output folder `path` (given as `option`) that is a file or that cannot be
+    created or written in."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise JsbenchError(f"{option} {path} is a file, not a folder")
+    _probe_folder(path, option, path)
+    return path
 
 
 def _fsync(path: Path) -> None:
@@ -31,12 +85,15 @@ def replacing(path: str | os.PathLike, tmp_suffix: str = ".tmp") -> Iterator[Pat
     fsynced and renamed over `path`, on an exception it is removed and `path` is left as it was. The
     folder is created. A suffix such as ".tmp.png" keeps the format a writer infers from the name."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + tmp_suffix)
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
         yield tmp
         _fsync(tmp)
         os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise write_failure(path, exc) from None  # disk full, read-only: one line, the old file intact
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -104,17 +161,26 @@ def write_result(payload, *, write: bool, out: str | os.PathLike | None, committ
 
 
 def append_lines(path: str | os.PathLike, lines: list[str]) -> None:
-    """Append whole lines with one O_APPEND write + fsync: concurrent writers never interleave them."""
+    """Append whole lines with one O_APPEND write + fsync: concurrent writers never interleave them. A
+    write that fails part-way (disk full) is cut back to the file's old end and refused in one line."""
     data = "".join(lines).encode()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError as exc:
+        raise write_failure(path, exc) from None
+    end = os.fstat(fd).st_size
     try:
         view = memoryview(data)
         while view:
             written = os.write(fd, view)
             view = view[written:]
         os.fsync(fd)
+    except OSError as exc:
+        if os.path.isfile(path):
+            os.ftruncate(fd, end)  # no half-written line behind the complete ones
+        raise write_failure(path, exc) from None
     finally:
         os.close(fd)
 

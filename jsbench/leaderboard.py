@@ -13,6 +13,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jsbench import JsbenchError
 from jsbench.results import PROVENANCE_FIELDS, Record, latest, paired_metrics
 from jsbench.stats import SE_LEGEND, TWO_LEVEL_LEGEND
 
@@ -332,9 +333,47 @@ def _num(v) -> str:
     return f"{v:.6f}"
 
 
+REQUIRED_CSV_FIELDS = ("backbone", "model_id", "steps", "method", "task", "value")
+_INT_FIELDS = ("steps", "budget", "n_images", "n_prompts")
+_FLOAT_FIELDS = ("value", "stderr", "delta", "delta_stderr", "delta_global", "delta_global_stderr")
+
+
 def read_committed(path: str | Path) -> list[dict]:
+    """The rows of a leaderboard CSV (none when the file does not exist), validated: a damaged file (no
+    header, an unknown column, a row with too few or too many fields, a value that is not a number where
+    one belongs, a last row cut short without its newline) is refused in one line naming the line, so a
+    check never runs against half a leaderboard."""
     path = Path(path)
     if not path.exists():
         return []
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if not text:
+        return []
+    fix = "restore it (git checkout) or regenerate it (jsbench compare --all)"
+    header = next(csv.reader(io.StringIO(text.partition("\n")[0])), [])
+    missing = [f for f in REQUIRED_CSV_FIELDS if f not in header]
+    if missing:
+        raise JsbenchError(f"{path}:1: not a leaderboard header (no {', '.join(missing)} column); {fix}")
+    unknown = [f for f in header if f not in CSV_FIELDS]
+    if unknown:
+        raise JsbenchError(f"{path}:1: unknown column {unknown[0]!r}; {fix}")
+    if not text.endswith("\n"):
+        raise JsbenchError(f"{path}:{text.count(chr(10)) + 1}: the last row is cut short (no final newline); {fix}")
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    rows = []
+    for row in reader:
+        where = f"{path}:{reader.line_num}"
+        if None in row or None in row.values():
+            n = len(row.get(None) or []) + sum(v is not None for k, v in row.items() if k is not None)
+            raise JsbenchError(f"{where}: {n} fields, the header has {len(header)}; {fix}")
+        for f in _INT_FIELDS + _FLOAT_FIELDS:
+            value = row.get(f)
+            if value:
+                try:
+                    float(value) if f in _FLOAT_FIELDS else int(float(value))
+                except ValueError:
+                    raise JsbenchError(f"{where}: {f} is {value!r}, not a number; {fix}") from None
+        if row["task"] == "overall" and not row["value"]:
+            raise JsbenchError(f"{where}: the overall value is empty; {fix}")
+        rows.append(row)
+    return rows

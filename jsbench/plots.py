@@ -12,6 +12,17 @@ import torch
 from jsbench.io import replacing
 
 
+# Figures are byte-stable for identical inputs, so regenerating a committed figure leaves git clean:
+# - one fixed style: matplotlib's own defaults, whatever matplotlibrc, MPLRC or style the user has (a user
+#   rc file changes fonts, hinting and line widths), on the Agg backend, with the bundled DejaVu Sans;
+# - no metadata that varies: PNG's "Software" names matplotlib's version, so it is dropped;
+# - a figure whose pixels equal the file already there is not rewritten (a newer zlib or libpng encodes
+#   the same pixels into other bytes).
+_VARYING_RC = ("backend", "backend_fallback", "interactive", "webagg.port", "webagg.address", "webagg.open_in_browser",
+               "webagg.port_retries", "tk.window_focus", "toolbar", "timezone", "figure.raise_window")
+FIGURE_RC = {"svg.hashsalt": "jsbench", "font.family": ["DejaVu Sans"], "savefig.format": "png"}
+
+
 def _pyplot():
     import matplotlib
 
@@ -21,9 +32,55 @@ def _pyplot():
     return plt
 
 
+def fixed_style(plot):
+    """Draw `plot` (a function returning a figure's path) under FIGURE_RC on matplotlib's defaults."""
+    import functools
+
+    @functools.wraps(plot)
+    def drawn(*args, **kwargs):
+        import matplotlib
+
+        _pyplot()
+        rc = {k: v for k, v in matplotlib.rcParamsDefault.items() if k not in _VARYING_RC}
+        with matplotlib.rc_context({**rc, **FIGURE_RC}):
+            return plot(*args, **kwargs)
+
+    return drawn
+
+
+def _pixels(png: bytes):
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    with Image.open(io.BytesIO(png)) as im:
+        return np.asarray(im.convert("RGBA"))
+
+
 def _save(fig, path: Path) -> Path:
+    """Write `fig` as PNG at `path` atomically, unless the file there already holds the same pixels."""
+    import io
+
+    import numpy as np
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110, bbox_inches="tight", metadata={"Software": None})
+    _pyplot().close(fig)
+    png = buf.getvalue()
+    path = Path(path)
+    if path.is_file():
+        old = path.read_bytes()
+        if old == png:
+            return path
+        try:
+            a, b = _pixels(old), _pixels(png)
+            if a.shape == b.shape and np.array_equal(a, b):
+                return path  # the same figure: keep the committed bytes
+        except OSError:  # not a PNG we can read: replace it
+            pass
     with replacing(path, ".tmp.png") as tmp:
-        fig.savefig(tmp, dpi=110, bbox_inches="tight")
+        tmp.write_bytes(png)
     return path
 
 
@@ -44,14 +101,26 @@ def _short(prompt: str) -> str:
     return prompt.replace("a photo of ", "")
 
 
-def plot_schedules(backbone, sources: list, prompts: list[str], seeds: list[int], path: Path) -> Path:
-    """Left: each source's schedule (sigma vs step fraction) for a few prompts, seed 0; colour = source,
-    line style = prompt, with a key for both. Right: the spread of each schedule's sigmas across
-    prompts x seeds (mean ± 1 sd)."""
+MARKERS = ["o", "s", "^", "v", "D", "P", "X", "*", "<", ">"]
+
+
+def _dodge(i: int, count: int, n_steps: int) -> float:
+    """A small horizontal offset per source (a fifth of a step across all of them), so that schedules that
+    coincide (learned ones often match default at a node) stay distinguishable."""
+    return (i - (count - 1) / 2) * 0.2 / max(count, 1) / max(n_steps, 1)
+
+
+@fixed_style
+def plot_schedules(backbone, sources: list, prompts: list[str], seeds: list[int], path: Path, title: str | None = None) -> Path:
+    """Left: each source's schedule (sigma vs step fraction) for a few prompts, seed 0; colour and marker =
+    source, line style = prompt, with a key for both. Right: each schedule's mean sigma at each step over
+    prompts x seeds, its bars ±1 standard deviation (how much the schedule adapts to the instance; none
+    for a fixed schedule). Sources are nudged apart horizontally so coinciding lines stay visible.
+    `title` (default: the backbone's name and the budget) heads the figure."""
     plt = _pyplot()
     from matplotlib.lines import Line2D
 
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.6))
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(12, 4.8))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     rows = [(p, s) for p in prompts for s in seeds]
     from jsbench.evaluate import noise_seed
@@ -59,52 +128,63 @@ def plot_schedules(backbone, sources: list, prompts: list[str], seeds: list[int]
     cond = backbone.encode([p for p, _ in rows])
     x_T = backbone.initial_noise([noise_seed(p, s) for p, s in rows])  # the noises evaluation draws
     shown = prompts[: len(LINE_STYLES)]
+    steps = None
     for i, (source, label) in enumerate(zip(sources, unique_labels(sources))):
         sig = source.make(x_T, cond).float().cpu()
-        n = sig.shape[1] - 1
-        frac = torch.linspace(0, 1, n + 1)
-        color = colors[i % len(colors)]
+        steps = n = sig.shape[1] - 1
+        frac = torch.linspace(0, 1, n + 1) + _dodge(i, len(sources), n)
+        color, marker = colors[i % len(colors)], MARKERS[i % len(MARKERS)]
         for j, _ in enumerate(shown):
-            ax.plot(frac, sig[j * len(seeds)], marker="o", ms=3, color=color, alpha=0.8, ls=LINE_STYLES[j], label=label if j == 0 else None)
+            ax.plot(frac, sig[j * len(seeds)], marker=marker, ms=4, mfc="none", color=color, alpha=0.85, ls=LINE_STYLES[j],
+                    label=label if j == 0 else None)
         mean, sd = sig.mean(0), sig.std(0)
-        ax2.errorbar(frac, mean, yerr=sd, color=color, marker="o", ms=3, capsize=3, label=label)
-    for a, title in [(ax, f"schedules for {len(shown)} prompts, seed {seeds[0]}"), (ax2, f"spread over {len(prompts)} prompts × {len(seeds)} seeds")]:
-        a.set_xlabel("step / N")
+        ax2.errorbar(frac, mean, yerr=sd, color=color, marker=marker, ms=4, mfc="none", capsize=3, label=label)
+    for a, sub in [(ax, f"schedules for {len(shown)} prompts, seed {seeds[0]}"),
+                   (ax2, f"mean over {len(prompts)} prompts × {len(seeds)} seeds; bars: ±1 sd across them")]:
+        a.set_xlabel("step / N (sources nudged apart so that equal ones stay visible)" if a is ax2 else "step / N")
         a.set_ylabel("sigma (flow time)")
-        a.set_title(title, fontsize=10)
+        a.set_title(sub, fontsize=10)
         a.grid(alpha=0.3)
-    methods = ax.legend(fontsize=8, title="colour = schedule", title_fontsize=8, loc="upper right")
+    methods = ax.legend(fontsize=8, title="colour, marker = schedule", title_fontsize=8, loc="upper right")
     ax.add_artist(methods)
     keys = [Line2D([0], [0], color="0.3", ls=LINE_STYLES[j]) for j in range(len(shown))]
     ax.legend(keys, [_short(p) for p in shown], fontsize=7, title="line style = prompt", title_fontsize=8, loc="lower left")
     ax2.legend(fontsize=8)
+    fig.suptitle(title or f"{backbone.name} · {steps} steps · schedules", fontsize=11)
     return _save(fig, path)
 
 
-def plot_training_curves(logs: dict[str, list[dict]], path: Path, window: int = 20) -> Path:
-    """Reward and the JS shrinkage lambda-hat per update, smoothed, one line per run."""
+@fixed_style
+def plot_training_curves(logs: dict[str, list[dict]], path: Path, window: int = 20, title: str | None = None) -> Path:
+    """Reward and the James–Stein shrinkage ĉ per update, smoothed, one line per run (colour and line
+    style per run, so overlapping runs stay distinguishable); `title` (e.g. backbone and budget) heads it."""
     from jsbench.train import smoothed
 
     plt = _pyplot()
-    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-    for label, log in logs.items():
+    fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 4.3))
+    for i, (label, log) in enumerate(logs.items()):
+        style = dict(label=label, ls=LINE_STYLES[i % len(LINE_STYLES)], lw=1.4)
         its = [r["iteration"] for r in log]
-        ax.plot(its, smoothed([r["reward"] for r in log], window), label=label)
+        ax.plot(its, smoothed([r["reward"] for r in log], window), **style)
         lam = [r.get("shrinkage") for r in log]
         if any(v is not None for v in lam):
-            ax2.plot(its, smoothed([float("nan") if v is None else v for v in lam], window), label=label)
+            ax2.plot(its, smoothed([float("nan") if v is None else v for v in lam], window), **style)
     ax.set_title(f"training reward (moving mean over {window} updates)", fontsize=10)
     ax2.set_title("James–Stein shrinkage ĉ (0 = RLOO, 1 = the batch's mean level)", fontsize=10)
     for a in (ax, ax2):
         a.set_xlabel("update")
         a.grid(alpha=0.3)
         a.legend(fontsize=8)
+    if title:
+        fig.suptitle(title, fontsize=11)
     return _save(fig, path)
 
 
-def plot_image_grid(backbone, sources: list, prompts: list[str], seed: int, path: Path, passed=None) -> Path:
+@fixed_style
+def plot_image_grid(backbone, sources: list, prompts: list[str], seed: int, path: Path, passed=None, title: str | None = None) -> Path:
     """Rows = methods, columns = prompts, the same seed everywhere. With `passed(images, prompts) ->
-    [bool]` (the suite's verdict per image), each image is framed and marked: green ✓ pass, red ✗ fail."""
+    [bool]` (the suite's verdict per image), each image is framed and marked: green ✓ pass, red ✗ fail.
+    `title` (e.g. backbone and budget) heads the grid."""
     import textwrap
 
     from jsbench.evaluate import noise_seed, sample_source
@@ -132,7 +212,10 @@ def plot_image_grid(backbone, sources: list, prompts: list[str], seed: int, path
                 ax.set_ylabel("\n".join(textwrap.wrap(label, 16)), fontsize=7)
             if i == 0:
                 ax.set_title("\n".join(textwrap.wrap(_short(prompts[j]), 18)), fontsize=6.5)
+    head = f"{title}; " if title else ""
     if passed is not None:
-        fig.suptitle(f"seed {seed}; frame and mark: the suite's verdict (green ✓ pass, red ✗ fail)", fontsize=8)
+        fig.suptitle(f"{head}seed {seed}; frame and mark: the suite's verdict (green ✓ pass, red ✗ fail)", fontsize=8)
+    elif title:
+        fig.suptitle(f"{head}seed {seed}", fontsize=8)
     fig.tight_layout()
     return _save(fig, path)

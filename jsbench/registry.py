@@ -63,3 +63,20 @@ class Registry(Generic[F]):
             failed = "".join(f" ({m} did not import: {why})" for m, why in sorted(self._failed.items()))
             raise self.error(f"unknown {self.kind} {name!r}; choose one of: {', '.join(self.names())}{failed}")
         return self.factories[name]
+
+
+def declared_names(package: str, table: str = "_MODULES") -> tuple[str, ...]:
+    """The names a package declares in its `table = {name: module, ...}` literal, read from its source
+    without importing it (the backbones' package imports torch; `jsbench --help` lists their names fast)."""
+    import ast
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    tree = ast.parse(open(spec.origin, encoding="utf-8").read())
+    for node in tree.body:
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)):
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if node.value is not None and any(getattr(t, "id", None) == table for t in targets):
+            return tuple(ast.literal_eval(node.value))
+    raise LookupError(f"{package} declares no {table}")

@@ -94,20 +94,30 @@ def compare_tables(tables, suite: str, tasks: bool = False) -> list[RichTable]:
     return out
 
 
+CHECK_COLUMNS = ("verdict", "N", "method / task", "was", "now", "Δ ± SE", "allowed", "images")
+_CHECK_FIXED = {"verdict": 9, "N": 3, "was": 5, "now": 5, "Δ ± SE": 9, "allowed": 7, "images": 8}  # never folded
+
+
 def check_table(report) -> RichTable | None:
-    """`compare --check`: the committed rows that moved or are missing (None when every one is unchanged)."""
+    """`compare --check`: the committed rows that moved or are missing (None when every one is unchanged).
+    Fits 80 columns by wrapping, never by cutting: each row takes two lines (the method over its task, Δ
+    over its SE, the images that rose and fell over their count), and a long method name folds."""
     shown = [r for r in report.rows if r.verdict != "unchanged" or r.changed]
     if not shown:
         return None
     from jsbench.report import CHECK_LEGEND
 
-    table = RichTable(title=f"committed rows that moved or are missing (tolerance {report.tolerance:g} × SE of the paired Δ)", caption=CHECK_LEGEND)
-    for col in ("verdict", "steps", "method", "task", "committed", "fresh", "Δ ± SE(Δ)", "allowed drop", "images ↑/↓"):
-        table.add_column(col)
+    table = plain_table(title=f"committed rows that moved or are missing (tolerance {report.tolerance:g} × SE of the paired Δ)",
+                        caption="N: steps; was: committed; now: this run; allowed: the largest drop that passes; "
+                                "images: ↑ rose, ↓ fell, of n; *: unpaired SE (committed without per-image scores); " + CHECK_LEGEND)
+    for col in CHECK_COLUMNS:
+        width = _CHECK_FIXED.get(col)
+        table.add_column(col, overflow="fold", no_wrap=width is not None, min_width=width, max_width=width,
+                         justify="left" if col in ("verdict", "method / task") else "right")
     for r in shown:
-        se = "" if r.delta_stderr is None else f" ± {r.delta_stderr:.4f}" + ("" if r.paired else " (unpaired)")
-        images = f"↑{r.images_up} ↓{r.images_down} of {r.n_images}" if r.paired else "–"
-        table.add_row(r.verdict, str(r.steps), r.method, r.task, "–" if r.committed is None else f"{r.committed:.3f}",
+        se = "" if r.delta_stderr is None else f"\n± {r.delta_stderr:.4f}" + ("" if r.paired else "*")
+        images = f"↑{r.images_up} ↓{r.images_down}\nof {r.n_images}" if r.paired else "–"
+        table.add_row(r.verdict, str(r.steps), f"{r.method}\n{r.task}", "–" if r.committed is None else f"{r.committed:.3f}",
                       "–" if r.fresh is None else f"{r.fresh:.3f}", ("–" if r.delta is None else f"{r.delta:+.4f}") + se,
                       "–" if r.allowed_drop is None else f"{r.allowed_drop:.4f}", images, style=CHECK_STYLES.get(r.verdict))
     return table

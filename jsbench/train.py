@@ -273,6 +273,7 @@ class Trainer:
         from jsbench.progress import make_progress
 
         self.out.mkdir(parents=True, exist_ok=True)
+        self._truncate_log(self.iteration)  # a fresh start (or a restart before any checkpoint) keeps no stale lines
         progress = progress and self.dist.is_main
         with make_progress("[bold]train", "updates", enabled=progress, transient=False, status=True) as bar:  # on stderr
             task = bar.add_task("train", total=self.config.iters, completed=self.iteration, status="")
@@ -287,7 +288,7 @@ class Trainer:
                 if self.iteration % self.config.checkpoint_every == 0 or self.iteration == self.config.iters:
                     self.save_checkpoint()
                 lam = record.get("shrinkage")
-                status = f"reward {record['reward']:.3f}" + (f"  λ̂ {lam:.2f}" if lam is not None else "")
+                status = f"reward {record['reward']:.3f}" + (f"  ĉ {lam:.2f}" if lam is not None else "")
                 if "skipped" in record:
                     status += "  [red]" + record["skipped"]
                 bar.update(task, completed=self.iteration, status=status)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from jsbench.registry import declared_names  # the backbones' names, read without importing torch
+
 
 def option(default, help: str, **metadata):
     """A config field with its command-line help (and `flags`, `choices`, `min`)."""
@@ -21,33 +23,33 @@ def option(default, help: str, **metadata):
 
 
 MODEL_HELP = "Hub id or local folder of the backbone's weights."
-DEVICE_HELP = "torch device, e.g. cpu, cuda, cuda:1 (default: cpu for analytic, cuda if available otherwise)."
-DTYPE_HELP = "Backbone dtype: bf16, fp16 or fp32 (default: bf16 on CUDA, fp32 on CPU). The policy and its schedules stay fp32."
-OFFLOAD_HELP = "Keep the backbone's networks on the CPU and move each to the GPU while it runs (diffusers' model CPU offload; README: which card needs which flags)."
-BATCH_HELP = "Rows per sampler call within an update (default: the backbone's train batch; B and K are unchanged)."
-OFFLOAD_MODE_HELP = "text (text encoders on the CPU), model (= --offload) or sequential; see README."
-GUIDANCE_HELP = "Guidance scale (default: the pipeline's own); recorded with the results."
-DECODE_HELP = "Images per VAE decode call (default: the backbone's; a 1024^2 image peaks at ~1.4 GiB in bf16)."
+DEVICE_HELP = "cpu, cuda, cuda:N (default: the backbone's choice)."
+DTYPE_HELP = "bf16, fp16 or fp32 (default: bf16 on CUDA, else fp32)."
+OFFLOAD_HELP = "Each network on the GPU only while it runs (24-48 GB)."
+OFFLOAD_MODE_HELP = "text, model (= --offload) or sequential (README)."
+GUIDANCE_HELP = "Guidance scale (default: the pipeline's); recorded."
+BATCH_HELP = "Rows per sampler call (default: the backbone's)."
+DECODE_HELP = "Images per VAE decode (default: the backbone's)."
 
 
 @dataclass
 class TrainConfig:
-    backbone: str = option("analytic", "Backbone name (analytic, sdxl, sd35-medium, flux-dev, ...).")
+    backbone: str = option("analytic", f"Backbone: {', '.join(declared_names('jsbench.backbones'))}.")
     model: str | None = option(None, MODEL_HELP)
-    steps: int = option(5, "Step budget N: the policy outputs N increments.")
-    baseline: str = option("js", "Reward baseline: none, rloo, xctx, js (James–Stein, Efron–Morris; needs --contexts >= 3) or js-plugin (the paper's plug-in, for comparison).")
-    reward: str = option("geneval", "Reward to maximise (geneval, ocr, ...).")
-    suite: str = option("geneval", "Suite whose training prompts are used.")
-    policy: str = option("instance", "instance: prompt + noise; prompt: prompt only; global: one schedule.", choices=("instance", "prompt", "global"))
+    steps: int = option(5, "Step budget N (the policy outputs N increments).")
+    baseline: str = option("js", "none, rloo, xctx, js (James–Stein; -B >= 3) or js-plugin.")
+    reward: str = option("geneval", f"Reward: {', '.join(declared_names('jsbench.rewards'))}.")
+    suite: str = option("geneval", f"Suite of the training prompts: {', '.join(declared_names('jsbench.suites'))}.")
+    policy: str = option("instance", "Conditioned on prompt + noise, the prompt, or global.", choices=("instance", "prompt", "global"))
     iters: int = option(200, "Number of policy updates.")
     contexts: int = option(16, "Contexts (prompt, seed) per update.", flags=("--contexts", "-B"))
     samples: int = option(4, "Schedules sampled per context.", flags=("--samples", "-K"))
-    lr: float = option(1e-2, "AdamW learning rate of the shared schedule (global alpha / output bias).")
-    network_lr: float = option(1e-3, "AdamW learning rate of the conditioning network (instance policies).")
-    weight_decay: float = option(0.0, "AdamW weight decay of the policy's parameters.")
-    grad_clip: float = option(1.0, "Largest gradient norm of an update; a larger one is scaled down to it.")
-    concentration: float = option(32.0, "Initial Dirichlet concentration c0 (alpha = c0 * default increments).")
-    width: int = option(128, "Hidden width of the conditioning network (instance and prompt policies).")
+    lr: float = option(1e-2, "Learning rate of the shared schedule.")
+    network_lr: float = option(1e-3, "Learning rate of the conditioning network.")
+    weight_decay: float = option(0.0, "AdamW weight decay.")
+    grad_clip: float = option(1.0, "Largest gradient norm of an update.")
+    concentration: float = option(32.0, "Initial Dirichlet concentration c0.")
+    width: int = option(128, "Hidden width of the conditioning network.")
     seed: int = option(0, "Seed of everything random in the run.")
     checkpoint_every: int = option(25, "Updates between atomic checkpoints.")
     device: str | None = option(None, DEVICE_HELP)

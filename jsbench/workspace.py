@@ -4,7 +4,8 @@ The project root is found the way git finds a repository: walk up from the worki
 the first folder that holds `policies/` or `leaderboards/`; if none does, fall back to the source
 checkout the package was installed from (an editable install), if it has them. So `jsbench compare`
 run from any folder finds the shipped policies and the committed leaderboards; `--policies` and
-`--leaderboards` override.
+`--leaderboards` override. A command that writes (compare without --check) never writes into the
+installed checkout: outside a project it writes ./leaderboards.
 
 `output_lock(folder)` is an exclusive advisory lock (flock) on `folder/.jsbench.lock`: a second
 command writing the same folder refuses with one line instead of interleaving its files. The kernel
@@ -28,22 +29,25 @@ def _is_root(folder: Path) -> bool:
     return any((folder / m).is_dir() for m in MARKERS)
 
 
-def find_root(start: str | Path | None = None) -> Path | None:
+def find_root(start: str | Path | None = None, installed: bool = True) -> Path | None:
     """The nearest folder at or above `start` (default: cwd) holding policies/ or leaderboards/, else
-    the source checkout next to the installed package if it holds them, else None."""
+    (with `installed`) the source checkout next to the installed package if it holds them, else None."""
     here = Path(start if start is not None else os.getcwd()).resolve()
     for folder in (here, *here.parents):
         if _is_root(folder):
             return folder
+    if not installed:
+        return None
     checkout = Path(__file__).resolve().parents[1]  # <checkout>/jsbench/workspace.py
     if (checkout / "pyproject.toml").is_file() and _is_root(checkout):
         return checkout
     return None
 
 
-def project_dir(name: str, start: str | Path | None = None) -> Path:
-    """`<root>/<name>` of the project root, or `./<name>` when there is no root."""
-    root = find_root(start)
+def project_dir(name: str, start: str | Path | None = None, installed: bool = True) -> Path:
+    """`<root>/<name>` of the project root, or `./<name>` when there is no root. `installed=False` for a
+    folder a command writes: outside a project that is ./<name>, never the installed checkout's."""
+    root = find_root(start, installed)
     return (root / name) if root is not None else Path(name)
 
 
@@ -119,3 +123,15 @@ def display_path(path: str | Path) -> str:
         return str(path.relative_to(Path.cwd().resolve()))
     except ValueError:
         return str(path)
+
+
+def resume_command(argv: list[str], has_checkpoint: bool) -> str:
+    """The command that continues an interrupted `jsbench train` run given as `argv` (its arguments after
+    `jsbench`): with a checkpoint, the same options with --resume in place of --overwrite; without one,
+    the same command again (nothing was saved: the run starts over, its stale log dropped)."""
+    import shlex
+
+    args = [a for a in argv if a not in ("--overwrite", "--resume", "--no-resume")]
+    if has_checkpoint:
+        args.append("--resume")
+    return shlex.join(["jsbench", *args])

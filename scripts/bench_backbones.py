@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import platform
-import statistics
 import sys
 import tempfile
 import time
@@ -33,153 +32,10 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jsbench.backbones import load_backbone  # noqa: E402
-from jsbench.backbones.full_size import FULL_SIZE, full_size, full_size_network, step_inputs  # noqa: E402
+from jsbench.backbone_costs import FULL_SIZE, backbone_step_flops, bench_one, full_size, full_size_policy  # noqa: E402
 from jsbench.backbones.tiny import TINY_KINDS, save_tiny_pipeline  # noqa: E402
 from jsbench.io import add_result_options, write_result  # noqa: E402
-from jsbench.policy_features import full_size_config  # noqa: E402
-from jsbench.schedule import floor_increments, increments_from_sigmas, sigmas_from_increments  # noqa: E402
 
-# Published configs of the full-size networks (the models' transformer/unet config.json), used only on
-# the full-size networks (each adapter class's `full_size`, on meta for FLOP counts): jsbench.backbones.full_size
-
-
-def _flop_count(fn) -> int:
-    from torch.utils.flop_counter import FlopCounterMode
-
-    with FlopCounterMode(display=False) as counter:
-        fn()
-    return int(counter.get_total_flops())
-
-
-def backbone_step_flops(kind: str) -> tuple[int, int]:
-    """(FLOPs of one denoising step at 1024 px, parameter count) of the full-size network, on meta."""
-    net = full_size_network(kind, "meta")
-    params = sum(p.numel() for p in net.parameters())
-    args, kw = step_inputs(kind, "meta")
-    with torch.device("meta"):
-        flops = _flop_count(lambda: net(*args, **kw, return_dict=False))
-    return flops, params
-
-
-def _policy(latent_shape, pooled_dim: int, steps: int, width: int, feature_depth: int | None = None):
-    """The project's DirichletSchedulePolicy when available; else LatentFeatures + the same kind of head."""
-    from jsbench.policy_features import LatentFeatures
-
-    default = [1.0 / steps] * steps
-    try:
-        from jsbench.policy import DirichletSchedulePolicy, PolicyConfig
-
-        cfg = PolicyConfig(kind="instance", steps=steps, pooled_dim=pooled_dim, latent_shape=tuple(latent_shape),
-                           default_increments=default, width=width)
-        pol = DirichletSchedulePolicy(cfg)
-        if feature_depth is not None and isinstance(pol.noise, LatentFeatures):
-            pol.noise = LatentFeatures(latent_shape, width, depth=feature_depth)
-        return pol, (lambda x, c: pol.log_alpha(x, c))
-    except Exception:  # policy.py absent or changed: a stand-in of the same shape
-        from torch import nn
-
-        feats = LatentFeatures(latent_shape, width, depth=feature_depth)
-        text = nn.Linear(pooled_dim, width)
-        head = nn.Sequential(nn.Linear(width, width), nn.SiLU(), nn.Linear(width, steps))
-        mod = nn.ModuleList([feats, text, head])
-        return mod, (lambda x, c: head(feats(x) + text(c)))
-
-
-def full_size_policy(kind: str, steps: int) -> tuple[int, int]:
-    """(forward FLOPs for one sample, parameters) of the ~20M policy at the real latent size."""
-    spec = full_size(kind)
-    fs = full_size_config(spec["latent"])
-    with torch.device("meta"):
-        pol, fwd = _policy(spec["latent"], spec["pooled"], steps, fs["width"], feature_depth=fs["depth"])
-        x, c = torch.empty(1, *spec["latent"]), torch.empty(1, spec["pooled"])
-        params = sum(p.numel() for p in pol.parameters())
-        flops = _flop_count(lambda: fwd(x, c))
-    return flops, params
-
-
-def _timed(fn) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
-
-
-def _per_row_schedules(default: torch.Tensor, seed: int = 0) -> torch.Tensor:
-    """Distinct schedules around the default (what a policy emits): Dirichlet draws centred on it."""
-    inc = increments_from_sigmas(default).double()
-    g = torch.Generator().manual_seed(seed)
-    alpha = 40.0 * inc / inc.sum(-1, keepdim=True)
-    draws = torch._sample_dirichlet(alpha, generator=g)
-    return sigmas_from_increments(floor_increments(draws, 0.1 / inc.shape[-1])).to(torch.float32)
-
-
-def bench_one(kind: str, folder: Path, batch: int, steps: int, repeats: int, naive: bool) -> dict:
-    bb = load_backbone(kind, model=str(folder), device="cpu")
-    n = min(steps, bb.default_steps) if bb.timestep_distilled else steps  # a few-step sampler: at most its own steps
-    prompts = [f"prompt number {i}: a red cat next to a blue car" for i in range(batch)]
-    x = bb.initial_noise(list(range(batch)))
-    cond = bb.encode(prompts)
-    shared = bb.default_sigmas(n, x)
-    per_row = _per_row_schedules(shared)
-    assert not torch.allclose(per_row[0], per_row[1])
-
-    kw = dict(height=bb.height, width=bb.width, output_type="pt", guidance_scale=bb.guidance_scale)
-    if bb.max_sequence_length:  # a T5 (SD3.5, Flux; not SD-XL)
-        kw["max_sequence_length"] = bb.max_sequence_length
-    emb = {k: v for k, v in cond.tensors.items()}
-
-    def pipe_shared():
-        bb.pipe(prompt_embeds=emb["prompt_embeds"], pooled_prompt_embeds=emb["pooled_prompt_embeds"],
-                **({k: emb[k] for k in emb if k.startswith("negative")}), latents=x.clone(), num_inference_steps=n, **kw)
-
-    def pipe_naive():
-        for b in range(batch):
-            one = {k: v[b : b + 1] for k, v in emb.items()}
-            bb.pipe(**one, latents=x[b : b + 1].clone(), sigmas=bb.pipeline_sigmas(per_row[b]), **kw)
-
-    pol, fwd = _policy(bb.latent_shape, bb.pooled_dim, n, width=32)
-    pol.eval()
-
-    def policy_forward():
-        with torch.no_grad():
-            fwd(x.float(), cond.pooled)
-
-    calls = {
-        "per_row": lambda: bb.sample(x, cond, per_row),
-        "shared": lambda: bb.sample(x, cond, shared),
-        "pipeline_shared": pipe_shared,
-        "policy": policy_forward,
-    }
-    if naive:
-        calls["pipeline_per_row_calls"] = pipe_naive
-    for fn in calls.values():  # warm-up: first calls pay one-off kernel setup
-        fn()
-    times: dict[str, list[float]] = {k: [] for k in calls}
-    ratios = []
-    for r in range(repeats):
-        order = ["per_row", "shared"] if r % 2 == 0 else ["shared", "per_row"]
-        got = {k: _timed(calls[k]) for k in order}
-        ratios.append(got["per_row"] / got["shared"])
-        for k in order:
-            times[k].append(got[k])
-        for k in calls:
-            if k not in order:
-                times[k].append(_timed(calls[k]))
-    med = {k: statistics.median(v) for k, v in times.items()}
-    return {
-        "backbone": kind,
-        "batch": batch,
-        "steps": n,
-        "latent_shape": list(bb.latent_shape),
-        "resolution": [bb.height, bb.width],
-        "seconds_median": med,
-        "per_row_over_shared_median": statistics.median(ratios),
-        "per_row_over_shared_all": ratios,
-        "per_row_over_pipeline": med["per_row"] / med["pipeline_shared"],
-        "naive_over_per_row": (med["pipeline_per_row_calls"] / med["per_row"]) if naive else None,
-        "tiny_policy_params": sum(p.numel() for p in pol.parameters()),
-        "tiny_policy_over_sampler": med["policy"] / med["per_row"],
-    }
 
 
 def main(argv=None) -> int:
