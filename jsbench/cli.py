@@ -190,7 +190,7 @@ _TRAIN_PANELS = {
     "threads": RUN,  # main's TrainConfig.threads
     **dict.fromkeys(("steps", "policy", "baseline", "reward", "suite", "iters", "contexts", "samples", "seed", "checkpoint_every"), TRAINING),
     **dict.fromkeys(("lr", "network_lr", "weight_decay", "grad_clip", "concentration", "width"), OPTIMIZER),
-    **dict.fromkeys(("backbone", "model", "device", "dtype", "offload", "batch_size", "decode_chunk"), BACKBONE),
+    **dict.fromkeys(("backbone", "model", "device", "dtype", "offload", "batch_size", "decode_chunk", "offload_mode", "guidance"), BACKBONE),
 }
 
 

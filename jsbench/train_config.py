@@ -26,8 +26,8 @@ MODEL_HELP = "Hub id or local folder of the backbone's weights."
 DEVICE_HELP = "cpu, cuda, cuda:N (default: the backbone's choice)."
 DTYPE_HELP = "bf16, fp16 or fp32 (default: bf16 on CUDA, else fp32)."
 OFFLOAD_HELP = "Each network on the GPU only while it runs (24-48 GB)."
-OFFLOAD_MODE_HELP = "text, model (= --offload) or sequential (README)."
-GUIDANCE_HELP = "Guidance scale (default: the pipeline's); recorded."
+OFFLOAD_MODE_HELP = "text, model or sequential (README)."
+GUIDANCE_HELP = "Guidance scale (recorded)."
 BATCH_HELP = "Rows per sampler call (default: the backbone's)."
 DECODE_HELP = "Images per VAE decode (default: the backbone's)."
 
@@ -36,22 +36,22 @@ DECODE_HELP = "Images per VAE decode (default: the backbone's)."
 class TrainConfig:
     backbone: str = option("analytic", f"Backbone: {', '.join(declared_names('jsbench.backbones'))}.")
     model: str | None = option(None, MODEL_HELP)
-    steps: int = option(5, "Step budget N (the policy outputs N increments).")
+    steps: int = option(5, "Step budget N (N increments).")
     baseline: str = option("js", "none, rloo, xctx, js (James–Stein; -B >= 3) or js-plugin.")
     reward: str = option("geneval", f"Reward: {', '.join(declared_names('jsbench.rewards'))}.")
     suite: str = option("geneval", f"Suite of the training prompts: {', '.join(declared_names('jsbench.suites'))}.")
     policy: str = option("instance", "Conditioned on prompt + noise, the prompt, or global.", choices=("instance", "prompt", "global"))
-    iters: int = option(200, "Number of policy updates.")
-    contexts: int = option(16, "Contexts (prompt, seed) per update.", flags=("--contexts", "-B"))
-    samples: int = option(4, "Schedules sampled per context.", flags=("--samples", "-K"))
+    iters: int = option(200, "Policy updates.")
+    contexts: int = option(16, "Contexts (prompt, noise) per update.", flags=("--contexts", "-B"))
+    samples: int = option(4, "Schedules per context.", flags=("--samples", "-K"))
     lr: float = option(1e-2, "Learning rate of the shared schedule.")
     network_lr: float = option(1e-3, "Learning rate of the conditioning network.")
     weight_decay: float = option(0.0, "AdamW weight decay.")
     grad_clip: float = option(1.0, "Largest gradient norm of an update.")
     concentration: float = option(32.0, "Initial Dirichlet concentration c0.")
     width: int = option(128, "Hidden width of the conditioning network.")
-    seed: int = option(0, "Seed of everything random in the run.")
-    checkpoint_every: int = option(25, "Updates between atomic checkpoints.")
+    seed: int = option(0, "Seed of the whole run.")
+    checkpoint_every: int = option(25, "Updates per checkpoint.")
     device: str | None = option(None, DEVICE_HELP)
     dtype: str | None = option(None, DTYPE_HELP)  # the backbone's dtype; the policy is always fp32
     offload: bool = option(False, OFFLOAD_HELP, flags=("--offload",))  # one network on the GPU at a time
@@ -59,7 +59,7 @@ class TrainConfig:
     decode_chunk: int | None = option(None, DECODE_HELP, min=1)
     # float sums (matmul reductions) depend on the thread count: a run is repeatable to the bit only with the
     # same count, so the manifest records it and its command names it
-    threads: int | None = option(None, "CPU threads for torch (default: torch's own). Recorded: exact repeats need the same count.", min=1)
+    threads: int | None = option(None, "CPU threads (exact repeats need the same).", min=1)
     offload_mode: str | None = option(None, OFFLOAD_MODE_HELP, flags=("--offload-mode",))  # checked when the backbone loads
     guidance: float | None = option(None, GUIDANCE_HELP)  # the backbone's guidance scale (real backbones)
 

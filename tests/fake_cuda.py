@@ -86,6 +86,9 @@ class FakeCuda(TorchDispatchMode):
         self._overwrite = torch.__future__.get_overwrite_module_params_on_conversion()
         torch.__future__.set_overwrite_module_params_on_conversion(True)
         self._lazy_init, torch.cuda._lazy_init = torch.cuda._lazy_init, lambda: None  # factories with device=cuda
+        # one visible GPU, as on the machine this stands in for (--device cuda is refused on a CPU-only build)
+        self._cuda_query = torch.cuda.is_available, torch.cuda.device_count
+        torch.cuda.is_available, torch.cuda.device_count = (lambda: True), (lambda: 1)
         self._orig, patched = _patched_methods(self)
         for name, fn in patched.items():
             setattr(torch.Tensor, name, fn)
@@ -101,6 +104,7 @@ class FakeCuda(TorchDispatchMode):
         for name, fn in self._factories.items():
             setattr(torch, name, fn)
         torch.cuda._lazy_init = self._lazy_init
+        torch.cuda.is_available, torch.cuda.device_count = self._cuda_query
         torch.__future__.set_overwrite_module_params_on_conversion(self._overwrite)
         return out
 
