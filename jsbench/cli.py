@@ -59,7 +59,7 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
 
 policies_app = typer.Typer(no_args_is_help=True, help="List and inspect trained schedule policies.")
 app.add_typer(policies_app, name="policies")
-schedules_app = typer.Typer(no_args_is_help=True, help="Look at schedules: plot default vs learned schedules.")
+schedules_app = typer.Typer(no_args_is_help=True, help="Look at schedules: plot them, or export per-image sigmas for diffusers.")
 app.add_typer(schedules_app, name="schedules")
 console = Console()
 err = Console(stderr=True)
@@ -73,6 +73,11 @@ class OutputFormat(str, Enum):
 
 _FORMAT_HELP = "table: for reading, fits 80 columns; csv or json: every value exact, for piping."
 _PROGRESS_HELP = "Show a progress bar (on stderr) and the model-loading messages; --no-progress silences both."
+_SEEDS_HELP = "Images (seeds) per prompt (default: 16 on the embedded worlds; a real model follows the suite's protocol: geneval 4, hpdv2 1, ocr 4)."
+_PLAN_HELP = "Print each row's images, denoiser evaluations and GPU-hours, then stop (loads no weights)."
+_GPU_HELP = "GPU class --plan costs for: h100, h200, a100, l40s, a6000, 4090."
+_LIMIT_HELP = "Evaluate only the first N prompts of each task (the same for every row; marked partial)."
+_SAVE_HELP = "Write every image as a PNG in GenEval's layout (<index>/samples/<k>.png, metadata.jsonl) with its sigmas."
 _ROOT_HELP = "the nearest folder at or above the current one holding policies/ or leaderboards/, else the checkout jsbench is installed from"
 
 
@@ -136,7 +141,7 @@ def _option(name: str, annotation, default) -> inspect.Parameter:
 
 # train's own options, around the TrainConfig fields: (placed after this field, or first / last)
 _TRAIN_OPTIONS = {
-    "first": [_option("out", Path, typer.Option(..., help="Folder for the policy, its checkpoint and training log."))],
+    "first": [_option("out", Optional[Path], typer.Option(None, help="Folder for the policy, its checkpoint and training log (required unless --plan)."))],
     "checkpoint_every": [
         _option("resume", bool, typer.Option(False, help="Continue from OUT/checkpoint.pt; ends exactly where the uninterrupted run would.")),
         _option("overwrite", bool, typer.Option(False, "--overwrite", help="Replace the policy, checkpoint and log already in OUT (refused otherwise).")),
@@ -144,6 +149,8 @@ _TRAIN_OPTIONS = {
     "last": [
         _option("progress", bool, typer.Option(True, help="Show a progress bar.")),
         _option("processes", int, typer.Option(1, "--processes", min=1, help="Split each update's contexts over N local processes (runs torchrun; needs accelerate). For GPUs and nodes use `accelerate launch -m jsbench train ...`.")),
+        _option("plan", bool, typer.Option(False, "--plan", help=_PLAN_HELP)),
+        _option("gpu", str, typer.Option("h100", "--gpu", help=_GPU_HELP)),
     ],
 }
 
@@ -155,18 +162,33 @@ def _train_signature() -> inspect.Signature:
     return inspect.Signature(params + _TRAIN_OPTIONS["last"])
 
 
-def train(*, out: Path, resume: bool, overwrite: bool, progress: bool, processes: int, **fields):
+def train(*, out: Optional[Path], resume: bool, overwrite: bool, progress: bool, processes: int, plan: bool, gpu: str, **fields):
     """Train a schedule policy with REINFORCE and a reward baseline (default js, James–Stein); writes OUT/policy.safetensors + manifest.json.
 
     OUT is locked while the run writes it (a second run on the same OUT refuses), and a folder that already
     holds a policy or a run is refused unless --resume or --overwrite says what to do with it."""
+    import dataclasses
+
+    from jsbench.plan import apply_recipe
+
+    fields = {k: v.value if isinstance(v, Enum) else v for k, v in fields.items()}
+    fields = apply_recipe(fields, fields.get("recipe"), {f.name: f.default for f in dataclasses.fields(TrainConfig)})
+    if plan:
+        from jsbench.plan import plan_text, plan_train
+
+        p = plan_train(fields["backbone"], fields["steps"], fields["iters"], fields["contexts"], fields["samples"], gpu=gpu,
+                       recipe=fields.get("recipe"), command=_command_line())
+        sys.stdout.write(plan_text(p))
+        return
+    if out is None:
+        raise JsbenchError("train needs --out FOLDER (the policy, its checkpoint and log go there)")
     if processes > 1:
         from jsbench.distributed import launch_processes
 
         raise typer.Exit(launch_processes(processes))
     from jsbench.train import Trainer
 
-    config = TrainConfig(**{k: v.value if isinstance(v, Enum) else v for k, v in fields.items()})
+    config = TrainConfig(**fields)
     import contextlib
 
     from jsbench.distributed import get_context
@@ -201,7 +223,7 @@ def eval_(
     model: Optional[str] = _backbone_option("model"),
     steps: int = typer.Option(5, help="Step budget."),
     schedule: str = typer.Option("default", help="default | ceiling | uniform | shift:S | policy:PATH | karras[:RHO] | exponential | beta[:A,B] | ays | oss[:M] | searched | file:PATH (oss and searched are computed once on the training prompts and cached under schedules/)."),
-    seeds: int = typer.Option(16, help="Images (seeds) per prompt."),
+    seeds: Optional[int] = typer.Option(None, min=1, help=_SEEDS_HELP),
     split: str = typer.Option("test", help="Prompt split: test (held out), train or all."),
     metadata: Optional[Path] = typer.Option(None, help="GenEval evaluation_metadata.jsonl to evaluate instead of the suite's test prompts (--suite geneval; on analytic, prompts the world draws)."),
     prompts_file: Optional[Path] = typer.Option(None, "--prompts-file", help="UTF-8 text file, one prompt of the suite a line: evaluate these instead of --split."),
@@ -214,8 +236,18 @@ def eval_(
     progress: bool = _backbone_option("progress"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP),
     processes: int = typer.Option(1, "--processes", min=1, help="Shard the prompts over N local processes (runs torchrun; needs accelerate); records are gathered and written once."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help=_LIMIT_HELP),
+    save_images: Optional[Path] = typer.Option(None, "--save-images", help=_SAVE_HELP),
+    plan: bool = typer.Option(False, "--plan", help=_PLAN_HELP),
+    gpu: str = typer.Option("h100", "--gpu", help=_GPU_HELP),
 ):
     """Evaluate one schedule on a suite and append its records."""
+    if plan:
+        from jsbench.plan import plan_eval, plan_text
+
+        p = plan_eval(suite, backbone, steps, schedule, gpu=gpu, seeds=seeds, split=split, limit=limit, command=_command_line())
+        sys.stdout.write(plan_text(p, "json" if fmt == OutputFormat.json else "table"))
+        return
     if processes > 1:
         from jsbench.distributed import launch_processes
 
@@ -223,6 +255,7 @@ def eval_(
     from jsbench.devices import pick_device
     from jsbench.distributed import get_context
     from jsbench.evaluate import items_for_prompts, read_prompts_file, resolve_schedule
+    from jsbench.protocol import default_seeds, first_per_task, is_real
     from jsbench.runs import run_eval, validate_eval_options
     from jsbench.suites import load_suite
 
@@ -232,8 +265,12 @@ def eval_(
     bb = _backbone(backbone, model, pick_device(device, dist=ctx), dtype, offload, decode_chunk, progress)  # one accelerator per process
     s = load_suite(suite, bb, **({"metadata": str(metadata)} if metadata is not None else {}))
     items = items_for_prompts(s, prompt_list, prompts_file) if prompt_list is not None else None
+    if limit is not None:
+        items = first_per_task(items if items is not None else s.items(split), limit)
+    seeds = seeds or default_seeds(suite, is_real(bb))
     source = resolve_schedule(schedule, bb, steps, suite=s, log=lambda m: err.print(m, highlight=False, soft_wrap=True))
-    _, records = run_eval(bb, s, source, out, seeds_per_prompt=seeds, split=split, items=items, batch_size=batch_size, progress=progress, ctx=ctx)
+    _, records = run_eval(bb, s, source, out, seeds_per_prompt=seeds, split=split, items=items, batch_size=batch_size, progress=progress, ctx=ctx,
+                          save_images=save_images)
     if ctx.is_main:  # rank 0 writes the records once
         from jsbench import tables
 
@@ -251,13 +288,13 @@ def compare(
     backbone: str = typer.Option("analytic", help="Backbone name."),
     model: Optional[str] = _backbone_option("model"),
     steps: List[int] = typer.Option([3, 5], help="Step budgets (repeat the option for several)."),
-    seeds: int = typer.Option(16, help="Images (seeds) per prompt."),
+    seeds: Optional[int] = typer.Option(None, min=1, help=_SEEDS_HELP),
     policies: Optional[Path] = typer.Option(None, help="Folder of policies, <backbone>/<name>/ inside (default: policies/ of the project root, " + _ROOT_HELP + ")."),
     records: Path = typer.Option(Path("results/records.jsonl"), help="Records file to append to."),
     leaderboards: Optional[Path] = typer.Option(None, help="Folder of <suite>.md, <suite>.csv and recipe.json (default: leaderboards/ of the project root, " + _ROOT_HELP + "). A run replaces the sections it evaluates and keeps the others."),
     all_: bool = typer.Option(False, "--all", help="Run every compare invocation listed in LEADERBOARDS/recipe.json: regenerates (or, with --check, checks) every committed section and figure."),
     schedule: List[str] = typer.Option([], help="Extra schedule rows, e.g. --schedule shift:3 --schedule uniform."),
-    zoo: str = typer.Option("karras,ays,oss,searched", help="Schedule-zoo rows beside default, comma-separated: karras[:RHO], exponential, beta[:A,B], ays, oss[:M], searched (or none). ays appears where the model family has one (SD-XL), oss where the backbone exposes its velocity; oss and searched are computed once on the suite's training prompts and cached under schedules/."),
+    zoo: Optional[str] = typer.Option(None, help="Schedule-zoo rows beside default, comma-separated: karras[:RHO], exponential, beta[:A,B], ays, oss[:M], searched (or none); default karras,ays,oss,searched, and karras,ays on a real model (oss and searched need a teacher or a search: see --plan). ays appears where the model family has one (SD-XL), oss where the backbone exposes its velocity; oss and searched are computed once on the suite's training prompts and cached under schedules/."),
     distilled: List[str] = typer.Option([], help="Distilled sampler rows at their own default budget: NAME or NAME=MODEL, e.g. --distilled flux-schnell."),
     check: bool = typer.Option(False, help="Do not write the leaderboard; check every committed row and task against this run (exit 1 if one regressed)."),
     report: List[Path] = typer.Option([], help="With --check: write the report to PATH, format from the suffix: .md (CI job summary), .json, .xml (JUnit); repeat for several."),
@@ -272,6 +309,11 @@ def compare(
     progress: bool = _backbone_option("progress"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP),
     tasks: bool = typer.Option(False, "--tasks", help="Add a column per task to the terminal table (wide: more than 80 columns)."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help=_LIMIT_HELP),
+    processes: int = typer.Option(1, "--processes", min=1, help="Shard every row's prompts over N local processes (runs torchrun; needs accelerate); the main one writes."),
+    save_images: Optional[Path] = typer.Option(None, "--save-images", help="Write each row's images under DIR/<backbone>-n<steps>-<row>/ in GenEval's layout, with their sigmas."),
+    plan: bool = typer.Option(False, "--plan", help=_PLAN_HELP),
+    gpu: str = typer.Option("h100", "--gpu", help=_GPU_HELP),
 ):
     """Evaluate default, shipped policies and the ceiling; write leaderboards/<suite>.md|csv (or --check them).
 
@@ -289,21 +331,51 @@ def compare(
     from jsbench.zoo import parse_zoo
 
     from jsbench.backbones import backbone_class
+    from jsbench.protocol import check_limit, default_seeds, default_zoo, is_real
 
+    real = is_real(backbone_class(backbone))
+    seeds = seeds or default_seeds(suite, real)
+    zoo_specs = parse_zoo(zoo) if zoo is not None else default_zoo(real)
+    if plan:
+        from jsbench.plan import plan_compare, plan_text
+
+        p = plan_compare(suite, backbone, list(steps), gpu=gpu, seeds=seeds, zoo=zoo_specs, schedules=list(schedule),
+                         distilled=list(distilled), limit=limit, policies_dir=policies, command=_command_line())
+        sys.stdout.write(plan_text(p, "json" if fmt == OutputFormat.json else "table"))
+        return
+    check_limit(limit)
+    if limit is not None and check:
+        raise JsbenchError("--limit evaluates part of the prompts; --check compares with the committed rows on all of them: drop one")
+    if processes > 1:
+        from jsbench.distributed import launch_processes
+
+        raise typer.Exit(launch_processes(processes))
+    from jsbench.distributed import get_context
+
+    dist = get_context()
     # refused before any weights load; the check's scope by the backbone's name (its class's) and the budgets
     validate_compare_options(check, strict, list(report), leaderboards, suite, tolerance=tolerance,
                              backbone_name=getattr(backbone_class(backbone), "name", backbone), steps_list=list(steps))
-    zoo_specs = parse_zoo(zoo)
-    bb = _backbone(backbone, model, device, dtype, offload, decode_chunk, progress)
+    from jsbench.devices import pick_device
+
+    device = pick_device(device, dist=dist)  # one accelerator per process
+    bb = _backbone(backbone, model, device, dtype, offload, decode_chunk, progress and dist.is_main)
     s = load_suite(suite, bb)
+    from jsbench.protocol import first_per_task
+
+    items = first_per_task(s.items("test"), limit) if limit is not None else None
     others = [_backbone(name, other_model or None, device, dtype, offload, decode_chunk, progress) for name, _, other_model in (d.partition("=") for d in distilled)]
     cmd = compare_command(suite, backbone, list(steps), model, seeds, list(schedule), list(distilled), zoo=zoo_specs,
-                          check=check, tolerance=tolerance, strict=strict)
+                          check=check, tolerance=tolerance, strict=strict) + (f" --limit {limit}" if limit is not None else "")
     result = run_compare(
         bb, s, list(steps), policies_dir=policies, records_path=records, leaderboard_dir=leaderboards, seeds=seeds,
         check=check, tolerance=tolerance, strict=strict, reports=list(report), extra_schedules=list(schedule), distilled=others, plots=plots, progress=progress, command=cmd,
         log=lambda msg: err.print(msg, style="dim", highlight=False, soft_wrap=True), batch_size=batch_size, zoo=zoo_specs,
+        items=items, save_images=save_images, ctx=dist if dist.distributed else None,
     )
+    if not dist.is_main:
+        dist.close()
+        return
     from jsbench import tables
 
     if fmt != OutputFormat.table:  # the evaluated sections, exact
@@ -322,10 +394,19 @@ def compare(
         for path in result.written:
             console_.print(f"wrote {path}")
         console_.print(report_.headline, highlight=False, soft_wrap=True)
+        dist.close()
         raise typer.Exit(report_.exit_code)
     else:
         for path in result.written:
             console_.print(f"wrote {path}", highlight=False)
+    dist.close()
+
+
+def _command_line() -> str:
+    """This process's jsbench command line, as a plan names it."""
+    import shlex
+
+    return "jsbench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
 
 def _compare_all(ctx: typer.Context, command, recipe: Path, **resolved) -> None:
@@ -400,6 +481,39 @@ def schedules_plot(
         plot_image_grid(bb, sources, prompts, 0, out / "images.png", suite_verdicts(s, s.items("test"))),
     ):
         console.print(f"wrote {path}")
+
+
+@schedules_app.command("export")
+def schedules_export(
+    schedule: str = typer.Option("default", help="Schedule source: default, policy:PATH, a zoo row (karras, oss, ...), file:PATH, shift:S."),
+    suite: str = typer.Option("geneval", help="Suite whose prompts are exported (unless --prompts-file)."),
+    backbone: str = typer.Option("analytic", help="Backbone name."),
+    model: Optional[str] = _backbone_option("model"),
+    steps: int = typer.Option(5, help="Step budget."),
+    seeds: int = typer.Option(1, min=1, help="Seeds per prompt (0, 1, ...: the seeds eval uses)."),
+    split: str = typer.Option("test", help="Prompt split: test, train or all."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N prompts of each task."),
+    prompts_file: Optional[Path] = typer.Option(None, "--prompts-file", help="UTF-8 file, one prompt of the suite a line."),
+    device: Optional[str] = _backbone_option("device"),
+    dtype: Optional[str] = _backbone_option("dtype"),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table: seed, prompt, sigmas a line; json: {\"sigmas\": [[...], ...], ...}."),
+):
+    """Print per-image sigmas to pass to a diffusers pipeline's `sigmas=` (with latents from the same seed)."""
+    from jsbench.evaluate import EVAL_SEED_BASE, items_for_prompts, read_prompts_file, resolve_schedule
+    from jsbench.export import export_schedules, export_text
+    from jsbench.protocol import first_per_task
+    from jsbench.suites import load_suite
+
+    if fmt == OutputFormat.csv:
+        raise JsbenchError("schedules export prints --format table or json")
+    prompt_list = read_prompts_file(prompts_file) if prompts_file is not None else None
+    bb = _backbone(backbone, model, device, dtype, progress=False)
+    s = load_suite(suite, bb)
+    items = items_for_prompts(s, prompt_list, prompts_file) if prompt_list is not None else s.items(split)
+    items = first_per_task(items, limit)
+    source = resolve_schedule(schedule, bb, steps, suite=s, log=lambda m: err.print(m, highlight=False, soft_wrap=True))
+    data = export_schedules(bb, source, [it.prompt for it in items], list(range(EVAL_SEED_BASE, EVAL_SEED_BASE + seeds)))
+    sys.stdout.write(export_text(data, fmt.value))
 
 
 @policies_app.command("list")

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from jsbench import JsbenchError
-from jsbench.evaluate import resolve_schedule
+from jsbench.evaluate import discard_partial, resolve_schedule
 from jsbench.io import write_text_atomic
 from jsbench.leaderboard import Table, add_reference_deltas, build_tables, merge_tables, read_committed, render_csv, render_markdown, tables_from_csv
 from jsbench.policy import read_manifest
@@ -82,7 +82,20 @@ def run_compare(
     log=print,
     batch_size: int | None = None,
     zoo: list[str] = (),
+    items: list | None = None,
+    save_images: Path | None = None,
+    ctx=None,
 ) -> CompareResult:
+    """Every row (default, zoo, extra schedules, shipped policies, the ceiling, distilled samplers) on the
+    suite's test prompts (or `items`: `--limit`'s first prompts of each task), records, then the leaderboard
+    or its check. Each row keeps its per-image side file until the leaderboard is written, so a compare that
+    was interrupted resumes without resampling an image. `save_images`: PNGs per row under
+    `save_images/<backbone>-n<steps>-<row>/`. `ctx`: a DistContext sharding every row's prompts over its
+    processes (the main process alone writes)."""
+    from jsbench.protocol import ceiling_spec
+
+    main = ctx is None or ctx.is_main
+    log = log if main else (lambda msg: None)
     committed = validate_compare_options(check, strict, reports, leaderboard_dir, suite.name, tolerance=tolerance,
                                          backbone_name=backbone.name, steps_list=steps_list)  # before anything is evaluated
     committed_scores = read_scores(scores_path(leaderboard_dir, suite.name)) if check else {}
@@ -101,13 +114,14 @@ def run_compare(
 
         specs = ["default", *zoo_rows(list(zoo), backbone, steps, log), *extra_schedules] + [f"policy:{p}" for p in found]
         if not ceiling_done:
-            specs.append("ceiling")
+            specs.append(ceiling_spec(backbone))
             ceiling_done = True
         plan.append((steps, specs))
     from jsbench.progress import image_bar
 
     rows_total = sum(len(specs) + len(distilled) for _, specs in plan)
-    with image_bar(f"[bold]compare {backbone.name} · {suite.name}", rows_total * len(suite.items("test")) * seeds, progress) as bar:
+    n_items = len(items) if items is not None else len(suite.items("test"))
+    with image_bar(f"[bold]compare {backbone.name} · {suite.name}", rows_total * n_items * seeds, progress and main) as bar:
         for steps, specs in plan:
             reference = None
             for spec in specs:
@@ -116,7 +130,8 @@ def run_compare(
                 bar.status(f"{source.label} · {source.steps} steps")
                 paired = reference if source.steps == steps and spec != "default" else None
                 run, records = run_eval(backbone, suite, source, records_path, seeds_per_prompt=seeds, progress=False, batch_size=batch_size,
-                                        on_images=bar.advance, reference=paired)
+                                        on_images=bar.advance, reference=paired, items=items, ctx=ctx, keep_partial=True,
+                                        save_images=_images_dir(save_images, backbone.name, steps, spec))
                 runs[row_key(backbone.name, backbone.model_id, source.row_steps, source.label)] = run
                 if spec == "default":
                     reference = run
@@ -129,10 +144,13 @@ def run_compare(
                 source = replace(resolve_schedule("default", other, own), label=f"{other.name} ({own} steps, distilled)", budget=steps)
                 bar.status(source.label)
                 run, records = run_eval(other, suite, source, records_path, seeds_per_prompt=seeds, progress=False, batch_size=batch_size,
-                                        on_images=bar.advance, reference=reference, filed_under=backbone)
+                                        on_images=bar.advance, reference=reference, filed_under=backbone, items=items, ctx=ctx,
+                                        keep_partial=True, save_images=_images_dir(save_images, other.name, steps, "default"))
                 runs[row_key(backbone.name, backbone.model_id, source.row_steps, source.label)] = run  # the row shows its section's budget
                 made += records
                 log(f"  {source.label:<22} {own:>4} steps  done")
+    if not main:
+        return CompareResult(tables=[])  # the main process files the rows and writes the leaderboard
     metric = suite.primary_metric
     tables = [t for t in build_tables(made, suite.name, metric) if t.steps in steps_list]
     for t in tables:
@@ -150,6 +168,7 @@ def run_compare(
         if reports and plots:
             # this run's schedules and images beside the report (a CI artifact), never over the committed ones
             result.written += [p for _, p in write_figures(backbone, suite, plotted, policies_dir, Path(reports[0]).parent)]
+        discard_partial(records_path)
         return result
     # merge by (backbone, model, steps) section into the leaderboard already there: this run replaces the
     # sections it evaluated and keeps every other one (another backbone's, another budget's) as it was
@@ -165,7 +184,17 @@ def run_compare(
     # the per-image scores behind each row: what `--check` pairs a fresh run with
     scores = write_scores(scores_path(leaderboard_dir, suite.name), all_tables, runs, suite.name, metric, provenance)
     result.written = [md, csv_path, scores, *(p for _, p in fresh)]
+    discard_partial(records_path)  # every row is filed: the side files that let a rerun resume go now
     return result
+
+
+def _images_dir(root: Path | None, backbone: str, steps: int, spec: str) -> Path | None:
+    """compare's --save-images folder of one row: ROOT/<backbone>-n<steps>-<spec with / and : made safe>."""
+    if root is None:
+        return None
+    import re
+
+    return Path(root) / f"{backbone}-n{steps}-{re.sub(r'[^A-Za-z0-9._-]+', '_', spec).strip('_')}"
 
 
 _FIGURE_KINDS = ("schedules", "images", "training")

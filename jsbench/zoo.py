@@ -75,6 +75,8 @@ __all__ = [
 ZOO_KINDS = ("karras", "exponential", "beta", "ays", "oss", "searched", "file")
 #: rows `jsbench compare` adds by default (ays only where the family has one)
 DEFAULT_ZOO = ("karras", "ays", "oss", "searched")
+#: the searched global schedule's grid and coordinate search (`searched_sigmas`; `jsbench.plan` costs it)
+SEARCH_SETTINGS = dict(grid_points=8, shifts=8, random_count=24, sweeps=1, refine_points=4)
 
 
 class ZooError(JsbenchError):
@@ -671,7 +673,7 @@ def searched_sigmas(backbone, suite, steps: int, prompts: int = 48, seeds: int =
         raise ZooError("searched is scored on a suite's training prompts; this command has no suite")
     items = _train_items(suite, prompts)
     seed_list = list(range(60_000, 60_000 + seeds))
-    settings = dict(grid_points=8, shifts=8, random_count=24, sweeps=1, refine_points=4)
+    settings = dict(SEARCH_SETTINGS)
     settings.update({k: v for k, v in search.items() if k in settings})
     key = {"model_id": backbone.model_id, "metric": suite.primary_metric, "prompts": [it.prompt for it in items],
            "seeds": seed_list, "search": settings, "version": 1}
