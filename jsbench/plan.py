@@ -336,14 +336,17 @@ def plan_text(plan: Plan, fmt: str = "table") -> str:
     if fmt == "json":
         return json.dumps(plan.to_json(), indent=1) + "\n"
     hours = lambda h: "-" if h is None else f"{h:.2f}"  # noqa: E731
-    lines = [f"plan: {plan.command}", f"{plan.backbone} on {GPU_NAMES[plan.gpu]}: "
-             + (f"{plan.tflops:.0f} TFLOP/s sustained ({plan.throughput_source})" if plan.tflops else plan.throughput_source),
-             f"{'method':<34} {'steps':>5} {'images':>8} {'NFE':>11} {'GPU-h':>7}"]
+    import textwrap
+
+    speed = (f"{plan.tflops:.0f} TFLOP/s sustained ({plan.throughput_source})" if plan.tflops else plan.throughput_source)
+    head = [f"plan: {plan.command}", f"{plan.backbone} on {GPU_NAMES[plan.gpu]}: {speed}"]
+    lines = [w for h in head for w in textwrap.wrap(h, 80, subsequent_indent="  ", break_on_hyphens=False)]
+    lines.append(f"{'method':<38} {'steps':>5} {'images':>8} {'NFE':>11} {'GPU-h':>7}")
     for r in plan.rows:
-        lines.append(f"{r.method[:34]:<34} {r.steps:>5} {r.images:>8,} {r.nfe:>11,} {hours(r.gpu_hours):>7}")
+        lines.append(f"{r.method[:38]:<38} {r.steps:>5} {r.images:>8,} {r.nfe:>11,} {hours(r.gpu_hours):>7}")
         if r.note:
             lines.append(f"  {r.note}")
     total_images, total_nfe = sum(r.images for r in plan.rows), sum(r.nfe for r in plan.rows)
-    lines.append(f"{'total':<34} {'':>5} {total_images:>8,} {total_nfe:>11,} {hours(plan.gpu_hours):>7}")
-    lines.append("NFE: network calls per row, CFG's second row counted; GPU-h from FLOPs (denoiser only).")
+    lines.append(f"{'total':<38} {'':>5} {total_images:>8,} {total_nfe:>11,} {hours(plan.gpu_hours):>7}")
+    lines.append("NFE: network calls, CFG's second row counted; GPU-h: denoiser FLOPs only.")
     return "\n".join(lines) + "\n"
