@@ -223,7 +223,7 @@ def eval_(
     model: Optional[str] = _backbone_option("model"),
     steps: int = typer.Option(5, help="Step budget."),
     schedule: str = typer.Option("default", help="default | ceiling | uniform | shift:S | policy:PATH | karras[:RHO] | exponential | beta[:A,B] | ays | oss[:M] | searched | file:PATH (oss and searched are computed once on the training prompts and cached under schedules/)."),
-    seeds: Optional[int] = typer.Option(None, min=1, help=_SEEDS_HELP),
+    seeds: Optional[int] = typer.Option(None, help=_SEEDS_HELP),
     split: str = typer.Option("test", help="Prompt split: test (held out), train or all."),
     metadata: Optional[Path] = typer.Option(None, help="GenEval evaluation_metadata.jsonl to evaluate instead of the suite's test prompts (--suite geneval; on analytic, prompts the world draws)."),
     prompts_file: Optional[Path] = typer.Option(None, "--prompts-file", help="UTF-8 text file, one prompt of the suite a line: evaluate these instead of --split."),
@@ -236,7 +236,7 @@ def eval_(
     progress: bool = _backbone_option("progress"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP),
     processes: int = typer.Option(1, "--processes", min=1, help="Shard the prompts over N local processes (runs torchrun; needs accelerate); records are gathered and written once."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help=_LIMIT_HELP),
+    limit: Optional[int] = typer.Option(None, "--limit", help=_LIMIT_HELP),
     save_images: Optional[Path] = typer.Option(None, "--save-images", help=_SAVE_HELP),
     plan: bool = typer.Option(False, "--plan", help=_PLAN_HELP),
     gpu: str = typer.Option("h100", "--gpu", help=_GPU_HELP),
@@ -255,11 +255,12 @@ def eval_(
     from jsbench.devices import pick_device
     from jsbench.distributed import get_context
     from jsbench.evaluate import items_for_prompts, read_prompts_file, resolve_schedule
-    from jsbench.protocol import default_seeds, first_per_task, is_real
+    from jsbench.protocol import check_limit, default_seeds, first_per_task, is_real
     from jsbench.runs import run_eval, validate_eval_options
     from jsbench.suites import load_suite
 
     validate_eval_options(split, suite, metadata)  # refused before any weights load
+    check_limit(limit)
     prompt_list = read_prompts_file(prompts_file) if prompts_file is not None else None  # refuse before loading weights
     ctx = get_context()
     bb = _backbone(backbone, model, pick_device(device, dist=ctx), dtype, offload, decode_chunk, progress)  # one accelerator per process
@@ -267,7 +268,7 @@ def eval_(
     items = items_for_prompts(s, prompt_list, prompts_file) if prompt_list is not None else None
     if limit is not None:
         items = first_per_task(items if items is not None else s.items(split), limit)
-    seeds = seeds or default_seeds(suite, is_real(bb))
+    seeds = default_seeds(suite, is_real(bb)) if seeds is None else seeds  # 0 is refused by evaluate, in one line
     source = resolve_schedule(schedule, bb, steps, suite=s, log=lambda m: err.print(m, highlight=False, soft_wrap=True))
     _, records = run_eval(bb, s, source, out, seeds_per_prompt=seeds, split=split, items=items, batch_size=batch_size, progress=progress, ctx=ctx,
                           save_images=save_images)
@@ -288,7 +289,7 @@ def compare(
     backbone: str = typer.Option("analytic", help="Backbone name."),
     model: Optional[str] = _backbone_option("model"),
     steps: List[int] = typer.Option([3, 5], help="Step budgets (repeat the option for several)."),
-    seeds: Optional[int] = typer.Option(None, min=1, help=_SEEDS_HELP),
+    seeds: Optional[int] = typer.Option(None, help=_SEEDS_HELP),
     policies: Optional[Path] = typer.Option(None, help="Folder of policies, <backbone>/<name>/ inside (default: policies/ of the project root, " + _ROOT_HELP + ")."),
     records: Path = typer.Option(Path("results/records.jsonl"), help="Records file to append to."),
     leaderboards: Optional[Path] = typer.Option(None, help="Folder of <suite>.md, <suite>.csv and recipe.json (default: leaderboards/ of the project root, " + _ROOT_HELP + "). A run replaces the sections it evaluates and keeps the others."),
@@ -309,7 +310,7 @@ def compare(
     progress: bool = _backbone_option("progress"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP),
     tasks: bool = typer.Option(False, "--tasks", help="Add a column per task to the terminal table (wide: more than 80 columns)."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help=_LIMIT_HELP),
+    limit: Optional[int] = typer.Option(None, "--limit", help=_LIMIT_HELP),
     processes: int = typer.Option(1, "--processes", min=1, help="Shard every row's prompts over N local processes (runs torchrun; needs accelerate); the main one writes."),
     save_images: Optional[Path] = typer.Option(None, "--save-images", help="Write each row's images under DIR/<backbone>-n<steps>-<row>/ in GenEval's layout, with their sigmas."),
     plan: bool = typer.Option(False, "--plan", help=_PLAN_HELP),
@@ -334,7 +335,7 @@ def compare(
     from jsbench.protocol import check_limit, default_seeds, default_zoo, is_real
 
     real = is_real(backbone_class(backbone))
-    seeds = seeds or default_seeds(suite, real)
+    seeds = default_seeds(suite, real) if seeds is None else seeds
     zoo_specs = parse_zoo(zoo) if zoo is not None else default_zoo(real)
     if plan:
         from jsbench.plan import plan_compare, plan_text
@@ -490,9 +491,9 @@ def schedules_export(
     backbone: str = typer.Option("analytic", help="Backbone name."),
     model: Optional[str] = _backbone_option("model"),
     steps: int = typer.Option(5, help="Step budget."),
-    seeds: int = typer.Option(1, min=1, help="Seeds per prompt (0, 1, ...: the seeds eval uses)."),
+    seeds: int = typer.Option(1, help="Seeds per prompt (0, 1, ...: the seeds eval uses)."),
     split: str = typer.Option("test", help="Prompt split: test, train or all."),
-    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="Only the first N prompts of each task."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N prompts of each task."),
     prompts_file: Optional[Path] = typer.Option(None, "--prompts-file", help="UTF-8 file, one prompt of the suite a line."),
     device: Optional[str] = _backbone_option("device"),
     dtype: Optional[str] = _backbone_option("dtype"),
@@ -501,11 +502,14 @@ def schedules_export(
     """Print per-image sigmas to pass to a diffusers pipeline's `sigmas=` (with latents from the same seed)."""
     from jsbench.evaluate import EVAL_SEED_BASE, items_for_prompts, read_prompts_file, resolve_schedule
     from jsbench.export import export_schedules, export_text
-    from jsbench.protocol import first_per_task
+    from jsbench.protocol import check_limit, first_per_task
     from jsbench.suites import load_suite
 
     if fmt == OutputFormat.csv:
         raise JsbenchError("schedules export prints --format table or json")
+    if seeds < 1:
+        raise JsbenchError(f"--seeds must be at least 1, got {seeds}")
+    check_limit(limit)
     prompt_list = read_prompts_file(prompts_file) if prompts_file is not None else None
     bb = _backbone(backbone, model, device, dtype, progress=False)
     s = load_suite(suite, bb)

@@ -169,8 +169,10 @@ def prompt_items(suite_name: str, backbone_name: str, split: str = "test", limit
     this machine: then the count is that of its published benchmark (800 a style, a quarter held out)."""
     from jsbench.backbones import listing_backbone, load_backbone
     from jsbench.protocol import first_per_task
+    from jsbench.protocol import check_limit
     from jsbench.suites import load_suite
 
+    check_limit(limit)
     listing = listing_backbone(backbone_name)
     try:
         suite = load_suite(suite_name, listing if listing is not None else load_backbone(backbone_name, None, "cpu"))
@@ -230,7 +232,7 @@ def plan_compare(suite: str, backbone: str, steps_list: list[int], *, gpu: str =
     cls = _class(backbone)
     real = is_real(cls)
     cost = CostModel(backbone, gpu, real)
-    seeds = seeds or default_seeds(suite, real)
+    seeds = _seeds(suite, real, seeds)
     _, n_prompts = prompt_items(suite, backbone, "test", limit)
     images = n_prompts * seeds
     zoo = default_zoo(real) if zoo is None else list(zoo)
@@ -270,7 +272,7 @@ def plan_eval(suite: str, backbone: str, steps: int, schedule: str, *, gpu: str 
     cls = _class(backbone)
     real = is_real(cls)
     cost = CostModel(backbone, gpu, real)
-    seeds = seeds or default_seeds(suite, real)
+    seeds = _seeds(suite, real, seeds)
     _, n_prompts = prompt_items(suite, backbone, split, limit)
     kind, _, arg = schedule.partition(":")
     run_steps = (int(arg) if arg else int(cls.ceiling_steps)) if kind == "ceiling" else steps
@@ -316,6 +318,14 @@ def apply_recipe(fields: dict, recipe: str | None, defaults: dict) -> dict:
     if fields["steps"] not in spec["budgets"]:
         raise PlanError(f"--recipe {recipe} trains the budgets {', '.join(map(str, spec['budgets']))}; --steps {fields['steps']} is not one")
     return out
+
+
+def _seeds(suite: str, real: bool, seeds: int | None) -> int:
+    from jsbench.protocol import default_seeds
+
+    if seeds is not None and seeds < 1:
+        raise PlanError(f"--seeds must be at least 1, got {seeds}")
+    return default_seeds(suite, real) if seeds is None else seeds
 
 
 def _class(backbone: str):

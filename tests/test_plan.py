@@ -119,3 +119,16 @@ def test_train_plan_cli_and_manifest_field(cli):
 def test_plan_refusals_are_one_line(cli):
     code, _, err = cli("compare", "--backbone", "flux-dev", "--steps", "5", "--plan", "--gpu", "tpu")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "unknown --gpu 'tpu'" in err
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["compare", "--backbone", "flux-dev", "--steps", "5", "--plan", "--seeds", "0"], "--seeds must be at least 1"),
+    (["eval", "--backbone", "flux-dev", "--suite", "hpdv2", "--plan", "--limit", "0"], "--limit must be at least 1"),
+    (["eval", "--steps", "3", "--limit", "0"], "--limit must be at least 1"),
+    (["compare", "--steps", "3", "--limit", "0", "--zoo", "none"], "--limit must be at least 1"),
+    (["schedules", "export", "--steps", "3", "--seeds", "0"], "--seeds must be at least 1"),
+    (["train", "--backbone", "analytic", "--recipe", "paper", "--plan"], "not 'analytic'"),
+])
+def test_bad_counts_are_refused_in_one_line(cli, args, fragment):
+    code, _, err = cli(*args)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and fragment in err, err
