@@ -74,7 +74,7 @@ class OutputFormat(str, Enum):
 _FORMAT_HELP = "table: for reading, fits 80 columns; csv or json: every value exact, for piping."
 _PROGRESS_HELP = "Show a progress bar (on stderr) and the model-loading messages; --no-progress silences both."
 _SEEDS_HELP = "Images (seeds) per prompt (default: 16 on the embedded worlds; a real model follows the suite's protocol: geneval 4, hpdv2 1, ocr 4)."
-_PLAN_HELP = "Print each row's images, denoiser evaluations and GPU-hours, then stop (loads no weights)."
+_PLAN_HELP = "Print each row's images, denoiser evaluations and GPU-hours, then stop (loads no model weights)."
 _GPU_HELP = "GPU class --plan costs for: h100, h200, a100, l40s, a6000, 4090."
 _LIMIT_HELP = "Evaluate only the first N prompts of each task (the same for every row; marked partial)."
 _SAVE_HELP = "Write every image as a PNG in GenEval's layout (<index>/samples/<k>.png, metadata.jsonl) with its sigmas."

@@ -101,16 +101,18 @@ def gpu_class(name: str) -> str:
 
 
 def _measured_steps(data, backbone: str):
-    """(seconds_per_step, rows) gpu_smoke measured for `backbone` at real size, found anywhere in its JSON."""
-    stack = [(None, data)]
+    """(seconds_per_step, rows) gpu_smoke measured for `backbone` at real size: a dict anywhere in its JSON with a
+    `seconds_per_step` (of `rows` or `batch` images, default 1) whose `backbone` field, or a key on its path, names
+    the backbone."""
+    stack = [((), data)]
     while stack:
-        key, node = stack.pop()
+        path, node = stack.pop()
         if isinstance(node, dict):
-            if "seconds_per_step" in node and node.get("backbone", key) == backbone:
+            if "seconds_per_step" in node and (node.get("backbone") == backbone or ("backbone" not in node and backbone in path)):
                 return float(node["seconds_per_step"]), int(node.get("rows", node.get("batch", 1)) or 1)
-            stack += list(node.items())
+            stack += [((*path, k), v) for k, v in node.items()]
         elif isinstance(node, list):
-            stack += [(None, v) for v in node]
+            stack += [(path, v) for v in node]
     return None
 
 

@@ -84,6 +84,13 @@ def test_measured_gpu_smoke_throughput_replaces_the_assumption(tmp_path):
     smoke.write_text(json.dumps({"device": "NVIDIA H200", "real_size": {"flux-dev": {"seconds_per_step": 0.5, "rows": 2}}}))
     tflops, source = throughput("h200", "flux-dev", 100e12, smoke)
     assert tflops == pytest.approx(400.0) and "measured" in source and "H200" in source
+    nested = tmp_path / "nested.json"  # a family's entry holding its real-size measurement, or a list of them
+    nested.write_text(json.dumps({"device": "NVIDIA H200", "families": {"flux-dev": {"real_size": {"seconds_per_step": 1.0}},
+                                                                         "sdxl": {"real_size": {"seconds_per_step": 9.0}}}}))
+    assert throughput("h200", "flux-dev", 100e12, nested)[0] == pytest.approx(100.0)
+    nested.write_text(json.dumps({"device": "NVIDIA H200", "real": [{"backbone": "sdxl", "seconds_per_step": 9.0},
+                                                                    {"backbone": "flux-dev", "seconds_per_step": 0.25}]}))
+    assert throughput("h200", "flux-dev", 100e12, nested)[0] == pytest.approx(400.0)
     tflops, source = throughput("a100", "flux-dev", 100e12, smoke)  # another GPU class: the stated assumption
     assert tflops == pytest.approx(GPU_PEAK_TFLOPS["a100"] * SUSTAINED_SHARE) and "assumed" in source
 
@@ -132,3 +139,18 @@ def test_plan_refusals_are_one_line(cli):
 def test_bad_counts_are_refused_in_one_line(cli, args, fragment):
     code, _, err = cli(*args)
     assert code == 2 and len(err.strip().splitlines()) == 1 and fragment in err, err
+
+
+def test_the_manifest_records_the_recipe(cli, monkeypatch, tmp_path):
+    """A recipe's settings reach the trained policy's manifest, with the recipe's name (a test recipe for the
+    embedded world: the paper's needs HPSv2 and HPDv2's prompts)."""
+    import jsbench.plan
+
+    monkeypatch.setitem(jsbench.plan.RECIPES, "tiny", {
+        "samples": 2, "weight_decay": 1e-4, "grad_clip": 0.5, "reward": "geneval", "suite": "geneval",
+        "contexts": {"analytic": 4}, "budgets": (3,)})
+    code, out, err = cli("train", "--recipe", "tiny", "--steps", "3", "--iters", "2", "--out", tmp_path / "run", "--no-progress")
+    assert code == 0, err
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    train = manifest["train"]
+    assert (train["recipe"], train["samples"], train["contexts"], train["weight_decay"], train["grad_clip"]) == ("tiny", 2, 4, 1e-4, 0.5)
