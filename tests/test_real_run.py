@@ -140,3 +140,26 @@ def test_compare_processes_2_gives_the_records_and_leaderboard_of_one(tmp_path):
     assert out[2]["csv"] == out[1]["csv"] and out[2]["scores"] == out[1]["scores"] and out[2]["stdout"] == out[1]["stdout"]
     assert out[2]["images"] == out[1]["images"] and len(out[1]["images"]) == 3 * 6 * 2  # 3 rows, 6 prompts, 2 seeds
     assert out[1]["partials"] == out[2]["partials"] == []
+
+
+@pytest.mark.slow  # a compare on a tiny diffusers pipeline: three rows, one of 28 steps
+def test_a_real_model_compare_follows_the_suites_protocol(cli, tmp_path):
+    """On a real (diffusers) backbone: the suite's images per prompt (OCR: 4), no teacher-based zoo rows unless
+    asked, and the ceiling at the pipeline's own default step count, labelled so."""
+    pytest.importorskip("diffusers")
+    pytest.importorskip("rapidocr_onnxruntime", reason="the OCR suite reads images with rapidocr (the `ocr` extra)")
+    from tiny_pipelines import tiny_dir
+
+    (tmp_path / "lb").mkdir()
+    code, out, err = cli("compare", "--backbone", "flux-dev", "--model", tiny_dir("flux-dev"), "--suite", "ocr", "--steps", "3",
+                         "--limit", "1", "--no-plots", "--no-progress", "--records", tmp_path / "r.jsonl",
+                         "--leaderboards", tmp_path / "lb", "--format", "json")
+    assert code == 0, err
+    (section,) = json.loads(out)
+    rows = {r["method"]: r for r in section["rows"]}
+    assert set(rows) == {"default", "karras", "ceiling (28 steps, pipeline default)"}
+    assert rows["ceiling (28 steps, pipeline default)"]["steps"] == 28
+    for r in rows.values():  # each task: 1 prompt (--limit 1) x 4 images (the OCR protocol)
+        tasks = {t: c for t, c in r["counts"].items() if t != "overall"}
+        assert tasks and all(c == [1, 4] for c in tasks.values()) and r["n_images"] == 4 * len(tasks), r
+    assert "--seeds 4 --zoo karras,ays --limit 1" in section["command"]
