@@ -53,4 +53,4 @@ class TrainConfig:
     offload: bool = option(False, OFFLOAD_HELP, flags=("--offload",))  # one network on the GPU at a time
     batch_size: int | None = option(None, BATCH_HELP, min=1)  # does not change B or K
     decode_chunk: int | None = option(None, DECODE_HELP, min=1)
-    recipe: str | None = option(None, "Preset: paper (K=2, B=16 for flux-dev and sd35-large, 32 for sdxl and sd35-medium, AdamW weight decay 1e-4, clipping 1, HPSv2 reward on HPDv2's training prompts; --steps one of 5, 10, 20, 40, 80). Recorded in the manifest.")
+    recipe: str | None = option(None, "Preset: paper (K=2, B=16 or 32 by backbone, weight decay 1e-4, clipping 1, HPSv2 on HPDv2; --steps 5|10|20|40|80). Recorded in the manifest.")
