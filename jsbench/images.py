@@ -43,7 +43,7 @@ class ImageSaver:
         sig = sigmas.detach().to(torch.float64).cpu().tolist()
         for (item, seed), px, row in zip(rows, pixels, sig):
             folder = self.folder(item)
-            k = self.sample[seed]
+            k = self.sample.get(seed, seed)  # a seed outside the evaluation's list keeps its own number
             if self.index[item.prompt] not in self._written:
                 write_text_atomic(folder / "metadata.jsonl", json.dumps(item.entry()) + "\n")
                 self._written.add(self.index[item.prompt])
