@@ -64,7 +64,7 @@ def _main(version: bool = typer.Option(False, "--version", callback=_version, is
 
 policies_app = typer.Typer(no_args_is_help=True, help="List and inspect trained schedule policies.")
 app.add_typer(policies_app, name="policies")
-schedules_app = typer.Typer(no_args_is_help=True, help="Look at schedules: plot default vs learned schedules.")
+schedules_app = typer.Typer(no_args_is_help=True, help="Look at schedules: plot them, or export per-image sigmas for diffusers.")
 app.add_typer(schedules_app, name="schedules")
 console = Console()
 err = Console(stderr=True)
@@ -76,13 +76,18 @@ class OutputFormat(str, Enum):
     json = "json"
 
 
-_FORMAT_HELP = "table (80 columns), or csv / json: every value exact."
-_PROGRESS_HELP = "Progress on stderr (a bar, or lines in a log); --no-progress: none."
+_FORMAT_HELP = "table (80 columns); csv, json: exact."
+_PROGRESS_HELP = "Progress on stderr (lines in a log)."
 
 _BACKBONE_HELP = f"Backbone: {', '.join(declared_names('jsbench.backbones'))}."
 _SUITE_HELP = f"Suite: {', '.join(declared_suites())}."
 # --help groups each command's options into these panels
-RUN, OUT, BACKBONE, TRAINING, OPTIMIZER, CHECK = "Run", "Output", "Backbone", "Training", "Optimizer", "Check (--check)"
+RUN, OUT, BACKBONE, TRAINING, OPTIMIZER, CHECK, PLAN = "Run", "Output", "Backbone", "Training", "Optimizer", "Check (--check)", "Plan (--plan)"
+_SEEDS_HELP = "Images per prompt (default: 16 here; a real model: the suite's protocol)."
+_PLAN_HELP = "Print the cost (GPU-hours); load nothing."
+_GPU_HELP = "GPU class --plan costs for: h100, h200, a100, l40s, a6000, 4090."
+_LIMIT_HELP = "Only the first N prompts of each task (marked partial)."
+_SAVE_HELP = "Save PNGs (GenEval layout), sigmas."
 _ROOT_HELP = "the nearest folder at or above the current one holding policies/ or leaderboards/, else the checkout jsbench is installed from"
 
 
@@ -175,20 +180,22 @@ def _option(name: str, annotation, default) -> inspect.Parameter:
 
 # train's own options, around the TrainConfig fields: (placed after this field, or first / last)
 _TRAIN_OPTIONS = {
-    "first": [_option("out", Path, typer.Option(..., help="Folder for the policy, checkpoint and log.", rich_help_panel=RUN))],
+    "first": [_option("out", Optional[Path], typer.Option(None, help="Run folder: policy, checkpoint, log.", rich_help_panel=RUN))],
     "checkpoint_every": [
-        _option("resume", bool, typer.Option(False, help="Continue from OUT/checkpoint.pt, exactly.", rich_help_panel=RUN)),
-        _option("overwrite", bool, typer.Option(False, "--overwrite", help="Replace the run already in OUT.", rich_help_panel=RUN)),
+        _option("resume", bool, typer.Option(False, help="Continue exactly from OUT.", rich_help_panel=RUN)),
+        _option("overwrite", bool, typer.Option(False, "--overwrite", help="Replace the run in OUT.", rich_help_panel=RUN)),
     ],
     "last": [
         _option("progress", bool, typer.Option(True, help=_PROGRESS_HELP, rich_help_panel=RUN)),
-        _option("processes", int, typer.Option(1, "--processes", min=1, help="Local processes (torchrun; needs accelerate).", rich_help_panel=RUN)),
+        _option("processes", int, typer.Option(1, "--processes", min=1, help="Local processes (torchrun).", rich_help_panel=RUN)),
+        _option("plan", bool, typer.Option(False, "--plan", help=_PLAN_HELP, rich_help_panel=PLAN)),
+        _option("gpu", str, typer.Option("h100", "--gpu", help=_GPU_HELP, rich_help_panel=PLAN)),
     ],
 }
 # TrainConfig's fields in --help's panels (a new field lands under "Options" until named here)
 _TRAIN_PANELS = {
     "threads": RUN,  # main's TrainConfig.threads
-    **dict.fromkeys(("steps", "policy", "baseline", "reward", "suite", "iters", "contexts", "samples", "seed", "checkpoint_every"), TRAINING),
+    **dict.fromkeys(("recipe", "steps", "policy", "baseline", "reward", "suite", "iters", "contexts", "samples", "seed", "checkpoint_every"), TRAINING),
     **dict.fromkeys(("lr", "network_lr", "weight_decay", "grad_clip", "concentration", "width"), OPTIMIZER),
     **dict.fromkeys(("backbone", "model", "device", "dtype", "offload", "batch_size", "decode_chunk", "offload_mode", "guidance"), BACKBONE),
 }
@@ -201,13 +208,28 @@ def _train_signature() -> inspect.Signature:
     return inspect.Signature(params + _TRAIN_OPTIONS["last"])
 
 
-def train(*, out: Path, resume: bool, overwrite: bool, progress: bool, processes: int, **fields):
+def train(*, out: Optional[Path], resume: bool, overwrite: bool, progress: bool, processes: int, plan: bool, gpu: str, **fields):
     """Train a schedule policy with REINFORCE and a baseline (default js).
 
     Writes OUT/policy.safetensors and manifest.json. OUT is locked while the run
     writes it; a folder holding a run needs --resume or --overwrite. Ctrl-C
     exits 130 and prints the command that resumes. Exit codes: 0 ok, 2 refused."""
-    config = TrainConfig(**{k: v.value if isinstance(v, Enum) else v for k, v in fields.items()})
+    import dataclasses
+
+    from jsbench.plan import apply_recipe
+
+    fields = {k: v.value if isinstance(v, Enum) else v for k, v in fields.items()}
+    fields = apply_recipe(fields, fields.get("recipe"), {f.name: f.default for f in dataclasses.fields(TrainConfig)})
+    if plan:
+        from jsbench.plan import plan_text, plan_train
+
+        p = plan_train(fields["backbone"], fields["steps"], fields["iters"], fields["contexts"], fields["samples"], gpu=gpu,
+                       recipe=fields.get("recipe"), command=_command_line())
+        sys.stdout.write(plan_text(p))
+        return
+    if out is None:
+        raise JsbenchError("train needs --out FOLDER (the policy, its checkpoint and log go there)")
+    config = TrainConfig(**fields)
     _check_outputs(out_folder=out)  # refused before any process starts or weights load
     _check_device(config.device)
     if processes > 1:
@@ -261,7 +283,7 @@ def eval_(
     schedule: str = typer.Option("default", metavar="SPEC", rich_help_panel=RUN,
                                  help="default, ceiling, uniform, shift:S, policy:PATH, karras[:RHO], exponential, "
                                       "beta[:A,B], ays, oss[:M], oss-mean[:M], oss-image[:M], searched or file:PATH (see README)."),
-    seeds: int = typer.Option(16, help="Images (seeds) per prompt.", rich_help_panel=RUN),
+    seeds: Optional[int] = typer.Option(None, help=_SEEDS_HELP, rich_help_panel=RUN),
     seed_base: int = typer.Option(0, "--seed-base", min=0, help="Noise of image k: sha256(prompt, base + k).", rich_help_panel=RUN),
     split: str = typer.Option("test", help="Prompts: test (held out), train or all.", rich_help_panel=RUN),
     metadata: Optional[Path] = typer.Option(None, help="GenEval evaluation_metadata.jsonl to evaluate instead.", rich_help_panel=RUN),
@@ -277,8 +299,18 @@ def eval_(
     progress: bool = _backbone_option("progress"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP, rich_help_panel=OUT),
     processes: int = typer.Option(1, "--processes", min=1, help="Shard prompts over N local processes.", rich_help_panel=RUN),
+    limit: Optional[int] = typer.Option(None, "--limit", help=_LIMIT_HELP, rich_help_panel=RUN),
+    save_images: Optional[Path] = typer.Option(None, "--save-images", help=_SAVE_HELP, rich_help_panel=OUT),
+    plan: bool = typer.Option(False, "--plan", help=_PLAN_HELP, rich_help_panel=PLAN),
+    gpu: str = typer.Option("h100", "--gpu", help=_GPU_HELP, rich_help_panel=PLAN),
 ):
     """Evaluate one schedule on a suite and append its records."""
+    if plan:
+        from jsbench.plan import plan_eval, plan_text
+
+        p = plan_eval(suite, backbone, steps, schedule, gpu=gpu, seeds=seeds, split=split, limit=limit, command=_command_line())
+        sys.stdout.write(plan_text(p, "json" if fmt == OutputFormat.json else "table"))
+        return
     _check_outputs(out=out)  # refused before any process starts or weights load
     _check_device(device)
     if processes > 1:
@@ -288,18 +320,23 @@ def eval_(
     from jsbench.devices import pick_device
     from jsbench.distributed import get_context
     from jsbench.evaluate import items_for_prompts, read_prompts_file, resolve_schedule
+    from jsbench.protocol import check_limit, default_seeds, first_per_task, is_real
     from jsbench.runs import run_eval, validate_eval_options
     from jsbench.suites import load_suite
 
     validate_eval_options(split, suite, metadata)  # refused before any weights load
+    check_limit(limit)
     prompt_list = read_prompts_file(prompts_file) if prompts_file is not None else None  # refuse before loading weights
     ctx = get_context()
     bb = _backbone(backbone, model, pick_device(device, dist=ctx), dtype, offload_mode or offload, decode_chunk, progress, guidance)  # one accelerator per process
     s = load_suite(suite, bb, **({"metadata": str(metadata)} if metadata is not None else {}))
     items = items_for_prompts(s, prompt_list, prompts_file) if prompt_list is not None else None
+    if limit is not None:
+        items = first_per_task(items if items is not None else s.items(split), limit)
+    seeds = default_seeds(suite, is_real(bb)) if seeds is None else seeds  # 0 is refused by evaluate, in one line
     source = resolve_schedule(schedule, bb, steps, suite=s, log=lambda m: err.print(m, highlight=False, soft_wrap=True))
     _, records = run_eval(bb, s, source, out, seeds_per_prompt=seeds, split=split, items=items, batch_size=batch_size, progress=progress, ctx=ctx,
-                          seed_base=seed_base)
+                          seed_base=seed_base, save_images=save_images)
     if ctx.is_main:  # rank 0 writes the records once
         from jsbench import tables
 
@@ -317,19 +354,19 @@ def compare(
     backbone: str = typer.Option("analytic", help=_BACKBONE_HELP, rich_help_panel=BACKBONE),
     model: Optional[str] = _backbone_option("model"),
     steps: List[int] = typer.Option([3, 5], help="Step budgets (repeat the option).", rich_help_panel=RUN),
-    seeds: int = typer.Option(16, help="Images (seeds) per prompt.", rich_help_panel=RUN),
+    seeds: Optional[int] = typer.Option(None, help=_SEEDS_HELP, rich_help_panel=RUN),
     seed_base: int = typer.Option(0, "--seed-base", min=0, help="Noise of image k: sha256(prompt, base + k).", rich_help_panel=RUN),
     policies: Optional[Path] = typer.Option(None, help="Policies folder (default: the project's policies/).", rich_help_panel=RUN),
-    records: Path = typer.Option(Path("results/records.jsonl"), help="Records file to append to.", rich_help_panel=OUT),
-    leaderboards: Optional[Path] = typer.Option(None, help="Leaderboards folder (default: the project's).", rich_help_panel=OUT),
+    records: Path = typer.Option(Path("results/records.jsonl"), help="Records file (appended).", rich_help_panel=OUT),
+    leaderboards: Optional[Path] = typer.Option(None, help="Leaderboards folder (default: project's).", rich_help_panel=OUT),
     all_: bool = typer.Option(False, "--all", help="Run every invocation of LEADERBOARDS/recipe.json.", rich_help_panel=RUN),
     schedule: List[str] = typer.Option([], help="Extra schedule rows, e.g. shift:3 (repeat).", rich_help_panel=RUN),
-    zoo: str = typer.Option("karras,ays,oss,oss-image,searched", help="Zoo rows beside default, comma-separated, or none.", rich_help_panel=RUN),
+    zoo: Optional[str] = typer.Option(None, help="Zoo rows beside default, comma-separated, or none (default: README).", rich_help_panel=RUN),
     distilled: List[str] = typer.Option([], help="Distilled sampler rows: NAME or NAME=MODEL.", rich_help_panel=RUN),
     check: bool = typer.Option(False, help="Check the committed rows against this run.", rich_help_panel=CHECK),
     report: List[Path] = typer.Option([], help="Write the check's report: .md, .json or .xml.", rich_help_panel=CHECK),
     strict: bool = typer.Option(False, help="A missing committed row fails the check too.", rich_help_panel=CHECK),
-    plots: bool = typer.Option(True, help="Write the figures (schedules, images, training).", rich_help_panel=OUT),
+    plots: bool = typer.Option(True, help="Write the figures.", rich_help_panel=OUT),
     tolerance: float = typer.Option(2.0, help="Allowed drop, in SEs of the paired difference.", rich_help_panel=CHECK),
     device: Optional[str] = _backbone_option("device"),
     batch_size: Optional[int] = _backbone_option("batch_size"),
@@ -341,6 +378,11 @@ def compare(
     progress: bool = _backbone_option("progress"),
     fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP, rich_help_panel=OUT),
     tasks: bool = typer.Option(False, "--tasks", help="A column per task (wider than 80).", rich_help_panel=OUT),
+    limit: Optional[int] = typer.Option(None, "--limit", help=_LIMIT_HELP, rich_help_panel=RUN),
+    processes: int = typer.Option(1, "--processes", min=1, help="Shard every row's prompts over N processes.", rich_help_panel=RUN),
+    save_images: Optional[Path] = typer.Option(None, "--save-images", help=_SAVE_HELP, rich_help_panel=OUT),
+    plan: bool = typer.Option(False, "--plan", help=_PLAN_HELP, rich_help_panel=PLAN),
+    gpu: str = typer.Option("h100", "--gpu", help=_GPU_HELP, rich_help_panel=PLAN),
 ):
     """Evaluate default, zoo, shipped policies and the ceiling; write leaderboards/.
 
@@ -362,26 +404,56 @@ def compare(
     from jsbench.zoo import parse_zoo
 
     from jsbench.backbones import backbone_class
+    from jsbench.protocol import check_limit, default_seeds, default_zoo, is_real
 
+    real = is_real(backbone_class(backbone))
+    seeds = default_seeds(suite, real) if seeds is None else seeds
+    zoo_specs = parse_zoo(zoo) if zoo is not None else default_zoo(real)
+    if plan:
+        from jsbench.plan import plan_compare, plan_text
+
+        p = plan_compare(suite, backbone, list(steps), gpu=gpu, seeds=seeds, zoo=zoo_specs, schedules=list(schedule),
+                         distilled=list(distilled), limit=limit, policies_dir=policies, command=_command_line())
+        sys.stdout.write(plan_text(p, "json" if fmt == OutputFormat.json else "table"))
+        return
+    check_limit(limit)
+    if limit is not None and check:
+        raise JsbenchError("--limit evaluates part of the prompts; --check compares with the committed rows on all of them: drop one")
+    if processes > 1:
+        from jsbench.distributed import launch_processes
+
+        raise typer.Exit(launch_processes(processes))
+    from jsbench.distributed import get_context
+
+    dist = get_context()
     # refused before any weights load; the check's scope by the backbone's name (its class's) and the budgets
     validate_compare_options(check, strict, list(report), leaderboards, suite, tolerance=tolerance,
                              backbone_name=getattr(backbone_class(backbone), "name", backbone), steps_list=list(steps))
     _check_outputs(records=records, **({"report": list(report)} if check else {"leaderboards": leaderboards}))
     _check_device(device)
-    zoo_specs = parse_zoo(zoo)
-    bb = _backbone(backbone, model, device, dtype, offload_mode or offload, decode_chunk, progress, guidance)
+    from jsbench.devices import pick_device
+    from jsbench.protocol import first_per_task
+
+    device = pick_device(device, dist=dist)  # one accelerator per process
+    bb = _backbone(backbone, model, device, dtype, offload_mode or offload, decode_chunk, progress and dist.is_main, guidance)
     s = load_suite(suite, bb)
+    items = first_per_task(s.items("test"), limit) if limit is not None else None
     # a distilled row samples at its own pipeline's guidance (Flux-Schnell takes none)
     # ... and shares the main pipeline's text encoders, tokenizers and VAE where their files are identical
     share = bb if hasattr(bb, "pipe") else None
-    others = [_backbone(name, other_model or None, device, dtype, offload_mode or offload, decode_chunk, progress, share_with=share) for name, _, other_model in (d.partition("=") for d in distilled)]
+    others = [_backbone(name, other_model or None, device, dtype, offload_mode or offload, decode_chunk, progress and dist.is_main, share_with=share)
+              for name, _, other_model in (d.partition("=") for d in distilled)]
     cmd = compare_command(suite, backbone, list(steps), model, seeds, list(schedule), list(distilled), zoo=zoo_specs,
-                          check=check, tolerance=tolerance, strict=strict, guidance=guidance, seed_base=seed_base)
+                          check=check, tolerance=tolerance, strict=strict, guidance=guidance, seed_base=seed_base) + (f" --limit {limit}" if limit is not None else "")
     result = run_compare(
         bb, s, list(steps), policies_dir=policies, records_path=records, leaderboard_dir=leaderboards, seeds=seeds,
         check=check, tolerance=tolerance, strict=strict, reports=list(report), extra_schedules=list(schedule), distilled=others, plots=plots, progress=progress, command=cmd,
         log=lambda msg: err.print(msg, style="dim", highlight=False, soft_wrap=True), batch_size=batch_size, zoo=zoo_specs, seed_base=seed_base,
+        items=items, save_images=save_images, ctx=dist if dist.distributed else None,
     )
+    if not dist.is_main:
+        dist.close()
+        return
     from jsbench import tables
 
     if fmt != OutputFormat.table:  # the evaluated sections, exact
@@ -400,10 +472,19 @@ def compare(
         for path in result.written:
             console_.print(f"wrote {path}")
         console_.print(report_.headline, highlight=False, soft_wrap=True)
+        dist.close()
         raise typer.Exit(report_.exit_code)
     else:
         for path in result.written:
             console_.print(f"wrote {path}", highlight=False)
+    dist.close()
+
+
+def _command_line() -> str:
+    """This process's jsbench command line, as a plan names it."""
+    import shlex
+
+    return "jsbench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
 
 
 def _compare_all(ctx: typer.Context, command, recipe: Path, **resolved) -> None:
@@ -480,6 +561,42 @@ def schedules_plot(
         plot_image_grid(bb, sources, prompts, 0, out / "images.png", suite_verdicts(s, s.items("test")), title=f"{bb.name} · {steps} steps"),
     ):
         console.print(f"wrote {path}")
+
+
+@schedules_app.command("export")
+def schedules_export(
+    schedule: str = typer.Option("default", help="Schedule source: default, policy:PATH, a zoo row (karras, oss, ...), file:PATH, shift:S."),
+    suite: str = typer.Option("geneval", help="Suite whose prompts are exported (unless --prompts-file)."),
+    backbone: str = typer.Option("analytic", help="Backbone name."),
+    model: Optional[str] = _backbone_option("model"),
+    steps: int = typer.Option(5, help="Step budget."),
+    seeds: int = typer.Option(1, help="Seeds per prompt (0, 1, ...: the seeds eval uses)."),
+    split: str = typer.Option("test", help="Prompt split: test, train or all."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N prompts of each task."),
+    prompts_file: Optional[Path] = typer.Option(None, "--prompts-file", help="UTF-8 file, one prompt of the suite a line."),
+    device: Optional[str] = _backbone_option("device"),
+    dtype: Optional[str] = _backbone_option("dtype"),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help="table: seed, prompt, sigmas a line; json: {\"sigmas\": [[...], ...], ...}."),
+):
+    """Print per-image sigmas to pass to a diffusers pipeline's `sigmas=` (with latents from the same seed)."""
+    from jsbench.evaluate import EVAL_SEED_BASE, items_for_prompts, read_prompts_file, resolve_schedule
+    from jsbench.export import export_schedules, export_text
+    from jsbench.protocol import check_limit, first_per_task
+    from jsbench.suites import load_suite
+
+    if fmt == OutputFormat.csv:
+        raise JsbenchError("schedules export prints --format table or json")
+    if seeds < 1:
+        raise JsbenchError(f"--seeds must be at least 1, got {seeds}")
+    check_limit(limit)
+    prompt_list = read_prompts_file(prompts_file) if prompts_file is not None else None
+    bb = _backbone(backbone, model, device, dtype, progress=False)
+    s = load_suite(suite, bb)
+    items = items_for_prompts(s, prompt_list, prompts_file) if prompt_list is not None else s.items(split)
+    items = first_per_task(items, limit)
+    source = resolve_schedule(schedule, bb, steps, suite=s, log=lambda m: err.print(m, highlight=False, soft_wrap=True))
+    data = export_schedules(bb, source, [it.prompt for it in items], list(range(EVAL_SEED_BASE, EVAL_SEED_BASE + seeds)))
+    sys.stdout.write(export_text(data, fmt.value))
 
 
 @policies_app.command("list")

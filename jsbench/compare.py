@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from jsbench import JsbenchError
-from jsbench.evaluate import EVAL_SEED_BASE, resolve_schedule
+from jsbench.evaluate import EVAL_SEED_BASE, discard_partial, resolve_schedule
 from jsbench.io import write_text_atomic
 from jsbench.leaderboard import Table, add_reference_deltas, build_tables, merge_tables, read_committed, render_csv, render_markdown, tables_from_csv
 from jsbench.policy import read_manifest
@@ -44,7 +44,7 @@ def shipped_policies(policies_dir: Path, backbone: str, steps: int) -> list[list
 
 
 def evaluate_learned_row(backbone, suite, seed_folders: list[Path], steps: int, *, seeds: int, seed_base: int, batch_size=None, on_images=None,
-                         log=None):
+                         log=None, items: list | None = None, ctx=None, save_images: Path | None = None):
     """A learned row: each training seed's policy evaluated on the same prompts and images, and the row
     source (spec `policy:<row folder>`, every seed's manifest) with the run holding the per-image mean over
     seeds and each seed's scores (`EvalRun.seed_scores`)."""
@@ -56,7 +56,23 @@ def evaluate_learned_row(backbone, suite, seed_folders: list[Path], steps: int, 
     labels = {s.label for s in sources}
     if len(labels) > 1:
         raise JsbenchError(f"the training seeds of {seed_folders[0].parent} are different methods ({', '.join(sorted(labels))})")
-    runs = [evaluate(backbone, suite, s, seeds, seed_base=seed_base, batch_size=batch_size, progress=False, on_images=on_images) for s in sources]
+    runs = []
+    for k, s in enumerate(sources):
+        kw = dict(seeds_per_prompt=seeds, seed_base=seed_base, batch_size=batch_size, progress=False, on_images=on_images, items=items)
+        if save_images is not None:  # each training seed's images in a folder of its own
+            from jsbench.images import ImageSaver
+
+            listed = items if items is not None else suite.items("test")
+            folder = Path(f"{save_images}-{seed_folders[k].name}") if len(sources) > 1 else Path(save_images)
+            kw["save_images"] = ImageSaver(folder, listed, list(range(seed_base, seed_base + seeds)), s.spec)
+        if ctx is None:
+            runs.append(evaluate(backbone, suite, s, **kw))
+        else:
+            from jsbench.distributed import evaluate_sharded
+
+            runs.append(evaluate_sharded(backbone, suite, s, ctx, **kw))
+    if ctx is not None and not ctx.is_main:
+        return sources[0], None  # the main process files the row
     if len(seed_folders) == 1 and not seed_folders[0].name.startswith("seed"):
         return sources[0], runs[0]  # a row trained once, in a flat folder
     row = seed_folders[0].parent
@@ -115,7 +131,20 @@ def run_compare(
     batch_size: int | None = None,
     zoo: list[str] = (),
     seed_base: int = EVAL_SEED_BASE,
+    items: list | None = None,
+    save_images: Path | None = None,
+    ctx=None,
 ) -> CompareResult:
+    """Every row (default, zoo, extra schedules, shipped policies, the ceiling, distilled samplers) on the
+    suite's test prompts (or `items`: `--limit`'s first prompts of each task), records, then the leaderboard
+    or its check. Each row keeps its per-image side file until the leaderboard is written, so a compare that
+    was interrupted resumes without resampling an image. `save_images`: PNGs per row under
+    `save_images/<backbone>-n<steps>-<row>/`. `ctx`: a DistContext sharding every row's prompts over its
+    processes (the main process alone writes)."""
+    from jsbench.protocol import ceiling_spec
+
+    main = ctx is None or ctx.is_main
+    log = log if main else (lambda msg: None)
     committed = validate_compare_options(check, strict, reports, leaderboard_dir, suite.name, tolerance=tolerance,
                                          backbone_name=backbone.name, steps_list=steps_list)  # before anything is evaluated
     committed_scores = read_scores(scores_path(leaderboard_dir, suite.name)) if check else {}
@@ -134,20 +163,25 @@ def run_compare(
 
         specs = ["default", *zoo_rows(list(zoo), backbone, steps, log), *extra_schedules] + [seed_folders for seed_folders in found]
         if not ceiling_done:
-            specs.append("ceiling")
+            specs.append(ceiling_spec(backbone))
             ceiling_done = True
         plan.append((steps, specs))
     from jsbench.progress import image_bar
 
     rows_total = sum(sum(len(sp) if isinstance(sp, list) else 1 for sp in specs) + len(distilled) for _, specs in plan)
-    with image_bar(f"[bold]compare {backbone.name} · {suite.name}", rows_total * len(suite.items("test")) * seeds, progress) as bar:
+    n_items = len(items) if items is not None else len(suite.items("test"))
+    with image_bar(f"[bold]compare {backbone.name} · {suite.name}", rows_total * n_items * seeds, progress and main) as bar:
         for steps, specs in plan:
             reference = None
             for spec in specs:
                 if isinstance(spec, list):  # a learned row: the folders of its training seeds
-                    bar.status(f"{spec[0].parent.name if spec[0].name.startswith('seed') else spec[0].name} · {len(spec)} training seed(s)")
+                    row_name = spec[0].parent.name if spec[0].name.startswith("seed") else spec[0].name
+                    bar.status(f"{row_name} · {len(spec)} training seed(s)")
                     source, run = evaluate_learned_row(backbone, suite, spec, steps, seeds=seeds, seed_base=seed_base, batch_size=batch_size,
-                                                       on_images=bar.advance, log=log)
+                                                       on_images=bar.advance, log=log, items=items, ctx=ctx,
+                                                       save_images=_images_dir(save_images, backbone.name, steps, f"policy-{row_name}"))
+                    if not main:
+                        continue
                     plotted.setdefault(steps, []).append(replace(source, spec=f"policy:{spec[0]}"))  # figures: its first seed
                     records = make_records(backbone, suite, source, run, reference=reference)
                     append_records(records_path, records)
@@ -157,7 +191,8 @@ def run_compare(
                     bar.status(f"{source.label} · {source.steps} steps")
                     paired = reference if source.steps == steps and spec != "default" else None
                     run, records = run_eval(backbone, suite, source, records_path, seeds_per_prompt=seeds, progress=False, batch_size=batch_size,
-                                            on_images=bar.advance, reference=paired, seed_base=seed_base)
+                                            on_images=bar.advance, reference=paired, seed_base=seed_base, items=items, ctx=ctx, keep_partial=True,
+                                            save_images=_images_dir(save_images, backbone.name, steps, spec))
                 runs[row_key(backbone.name, backbone.model_id, source.row_steps, source.label)] = run
                 if spec == "default":
                     reference = run
@@ -170,10 +205,13 @@ def run_compare(
                 source = replace(resolve_schedule("default", other, own), label=f"{other.name} ({own} steps, distilled)", budget=steps)
                 bar.status(source.label)
                 run, records = run_eval(other, suite, source, records_path, seeds_per_prompt=seeds, progress=False, batch_size=batch_size,
-                                        on_images=bar.advance, reference=reference, filed_under=backbone, seed_base=seed_base)
+                                        on_images=bar.advance, reference=reference, filed_under=backbone, seed_base=seed_base, items=items, ctx=ctx,
+                                        keep_partial=True, save_images=_images_dir(save_images, other.name, steps, "default"))
                 runs[row_key(backbone.name, backbone.model_id, source.row_steps, source.label)] = run  # the row shows its section's budget
                 made += records
                 log(f"  {source.label:<22} {own:>4} steps  done")
+    if not main:
+        return CompareResult(tables=[])  # the main process files the rows and writes the leaderboard
     plotted = with_ceiling(plotted)
     metric = suite.primary_metric
     tables = [t for t in build_tables(made, suite.name, metric) if t.steps in steps_list]
@@ -192,6 +230,7 @@ def run_compare(
         if reports and plots:
             # this run's schedules and images beside the report (a CI artifact), never over the committed ones
             result.written += [p for _, p in write_figures(backbone, suite, plotted, policies_dir, Path(reports[0]).parent)]
+        discard_partial(records_path)
         return result
     # merge by (backbone, model, steps) section into the leaderboard already there: this run replaces the
     # sections it evaluated and keeps every other one (another backbone's, another budget's) as it was
@@ -207,14 +246,24 @@ def run_compare(
     # the per-image scores behind each row: what `--check` pairs a fresh run with
     scores = write_scores(scores_path(leaderboard_dir, suite.name), all_tables, runs, suite.name, metric, provenance)
     result.written = [md, csv_path, scores, *(p for _, p in fresh)]
+    discard_partial(records_path)  # every row is filed: the side files that let a rerun resume go now
     return result
 
 
 def with_ceiling(sources_by_steps: dict[int, list]) -> dict[int, list]:
     """The figures' sources per budget, the ceiling added to every budget's: it is evaluated once (under
     the first budget) but each budget's image grid shows it, as the reference to look at."""
-    ceilings = [s for sources in sources_by_steps.values() for s in sources if s.spec == "ceiling"][:1]
+    ceilings = [s for sources in sources_by_steps.values() for s in sources if s.spec.partition(":")[0] == "ceiling"][:1]
     return {steps: [*sources, *(c for c in ceilings if c not in sources)] for steps, sources in sources_by_steps.items()}
+
+
+def _images_dir(root: Path | None, backbone: str, steps: int, spec: str) -> Path | None:
+    """compare's --save-images folder of one row: ROOT/<backbone>-n<steps>-<spec with / and : made safe>."""
+    if root is None:
+        return None
+    import re
+
+    return Path(root) / f"{backbone}-n{steps}-{re.sub(r'[^A-Za-z0-9._-]+', '_', spec).strip('_')}"
 
 
 _FIGURE_KINDS = ("schedules", "images", "training")

@@ -109,7 +109,8 @@ def resolve_schedule(spec: str, backbone, steps: int, suite=None, log=None) -> S
         # each backbone names its own many-step reference (`ceiling_steps`: 200, scenes-dit's 50); the row is
         # a reference for every budget, so it has none of its own
         n = int(arg) if arg else int(backbone.ceiling_steps)
-        return ScheduleSource(spec, f"ceiling ({n} steps)", n, lambda x, c: backbone.default_sigmas(n, x), budget=None)
+        own = n == getattr(backbone, "default_steps", None) and not backbone.draws_embedded_world  # a real model's own count
+        return ScheduleSource(spec, f"ceiling ({n} steps{', pipeline default' if own else ''})", n, lambda x, c: backbone.default_sigmas(n, x), budget=None)
     # Schedules stay float32 up to the backbone, whatever the latents' dtype: the adapter alone turns them
     # into model timesteps (rounded to bf16 here, neighbouring sigmas near 1 would merge)
     if kind == "uniform":
@@ -197,9 +198,11 @@ def evaluate(
     seed_base: int = EVAL_SEED_BASE,
     items: list | None = None,
     on_images: Callable[[int], None] | None = None,
+    save_images=None,
 ) -> EvalRun:
     """Per-image scores of `source` on the suite's prompts x seeds. Progress: a bar of its own (per batch,
-    with images/s), or, given `on_images`, that callback with each batch's image count (compare's one bar)."""
+    with images/s), or, given `on_images`, that callback with each batch's image count (compare's one bar).
+    `save_images`: a `jsbench.images.ImageSaver` that writes each sampled image and its sigmas."""
     if batch_size is None:
         batch_size = eval_batch_size(backbone)  # memory-aware: the backbone declares how many rows fit
     if batch_size < 1:
@@ -237,7 +240,10 @@ def evaluate(
         for start in range(0, len(todo), batch_size):
             chunk = todo[start : start + batch_size]
             cond, x_T = encode_rows(backbone, chunk)
-            images = sample_source(backbone, source, x_T, cond)
+            sigmas = source.make(x_T, cond)
+            images = sample_source(backbone, source, x_T, cond, sigmas)
+            if save_images is not None:
+                save_images.save(chunk, images, sigmas)
             scores = suite.score(images, [it for it, _ in chunk])
             lines = []
             for (it, s), sc in zip(chunk, scores):
@@ -256,10 +262,10 @@ def encode_rows(backbone, rows: list) -> tuple[object, torch.Tensor]:
     return backbone.encode([it.prompt for it, _ in rows]), backbone.initial_noise([noise_seed(it.prompt, s) for it, s in rows])
 
 
-def sample_source(backbone, source: ScheduleSource, x_T: torch.Tensor, cond) -> torch.Tensor:
-    """One sampler call along the source's schedules for these rows (checked: a zero step never reaches
-    the sampler); the images evaluation scores."""
-    sigmas = source.make(x_T, cond)
+def sample_source(backbone, source: ScheduleSource, x_T: torch.Tensor, cond, sigmas: torch.Tensor | None = None) -> torch.Tensor:
+    """One sampler call along the source's schedules for these rows (or `sigmas`, already made by it; checked:
+    a zero step never reaches the sampler); the images evaluation scores."""
+    sigmas = source.make(x_T, cond) if sigmas is None else sigmas
     check_sigmas(sigmas, free_start=backbone.clock_kind == "flow")
     return backbone.sample(x_T, cond, sigmas)
 

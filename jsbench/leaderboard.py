@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -159,7 +160,10 @@ def render_markdown(tables: list[Table], suite: str, metric: str, command: str, 
         out += [f"**Detector:** {', '.join(f'`{d}`' for d in others)}, not GenEval's official detector (mmdet's Mask2Former "
                 "Swin-S). Rows compare with each other, not with published GenEval tables.", ""]
     for t in tables:
-        out += [f"## {t.backbone} · {t.model_id} · {t.steps} steps", ""]
+        partial = re.search(r"--limit (\d+)", t.command or "")
+        out += [f"## {t.backbone} · {t.model_id} · {t.steps} steps" + (" · partial" if partial else ""), ""]
+        if partial:  # `compare --limit N`: a subset of the suite's prompts, not comparable with full sections
+            out += [f"**Partial:** the first {partial.group(1)} prompts of each task only.", ""]
         if t.command:
             out += [f"Made by `{t.command}`.", ""]
         if provenance_text(t.provenance):

@@ -45,6 +45,8 @@ def run_eval(
     filed_under=None,
     ctx=None,
     seed_base: int = EVAL_SEED_BASE,
+    save_images: Path | None = None,
+    keep_partial: bool = False,
 ) -> EvalResult:
     """Evaluate `source` with `backbone` on the suite's prompts x seeds and file the run.
 
@@ -53,9 +55,16 @@ def run_eval(
     a distilled sampler's rows sit in the table of the backbone it is compared with). They are appended
     to `out` in one atomic write, and the per-image side file that let an interrupted run resume is then
     removed. With `ctx` (a DistContext), the prompts are sharded over its processes and only the main one
-    writes: the others return the gathered run with no records."""
+    writes: the others return the gathered run with no records. `save_images`: a folder for the PNGs in
+    GenEval's layout (`jsbench.images`); `keep_partial`: keep the per-image side file (a compare drops its
+    rows' side files once its leaderboard is written, so an interrupted compare resamples nothing)."""
     kw = dict(seeds_per_prompt=seeds_per_prompt, split=split, progress=progress, out=out, items=items, batch_size=batch_size, on_images=on_images,
               seed_base=seed_base)
+    if save_images is not None:
+        from jsbench.images import ImageSaver
+
+        listed = items if items is not None else suite.items(split)
+        kw["save_images"] = ImageSaver(save_images, listed, list(range(seed_base, seed_base + seeds_per_prompt)), source.spec)
     if ctx is None:
         run = evaluate(backbone, suite, source, **kw)
     else:
@@ -67,5 +76,6 @@ def run_eval(
     records = make_records(filed_under if filed_under is not None else backbone, suite, source, run, reference=reference)
     if out is not None:
         append_records(out, records)
-        discard_partial(out)
+        if not keep_partial:
+            discard_partial(out)
     return EvalResult(run, records)

@@ -39,8 +39,8 @@ class TrainConfig:
     steps: int = option(5, "Step budget N (N increments).")
     baseline: str = option("js", "none, rloo, xctx, js (James–Stein; -B >= 3) or js-plugin.")
     reward: str = option("geneval", f"Reward: {', '.join(declared_names('jsbench.rewards'))}.")
-    suite: str = option("geneval", f"Suite of the training prompts: {', '.join(declared_names('jsbench.suites'))}.")
-    policy: str = option("instance", "Conditioned on prompt + noise, the prompt, or global.", choices=("instance", "prompt", "global"))
+    suite: str = option("geneval", f"Training prompts' suite: {', '.join(declared_names('jsbench.suites'))}.")
+    policy: str = option("instance", "Reads prompt + noise, the prompt, or nothing.", choices=("instance", "prompt", "global"))
     iters: int = option(200, "Policy updates.")
     contexts: int = option(16, "Contexts (prompt, noise) per update.", flags=("--contexts", "-B"))
     samples: int = option(4, "Schedules per context.", flags=("--samples", "-K"))
@@ -59,9 +59,10 @@ class TrainConfig:
     decode_chunk: int | None = option(None, DECODE_HELP, min=1)
     # float sums (matmul reductions) depend on the thread count: a run is repeatable to the bit only with the
     # same count, so the manifest records it and its command names it
-    threads: int | None = option(None, "CPU threads (exact repeats need the same).", min=1)
+    threads: int | None = option(None, "CPU threads (recorded).", min=1)
     offload_mode: str | None = option(None, OFFLOAD_MODE_HELP, flags=("--offload-mode",))  # checked when the backbone loads
     guidance: float | None = option(None, GUIDANCE_HELP)  # the backbone's guidance scale (real backbones)
+    recipe: str | None = option(None, "Preset: paper (README).")
 
 
 # the fields `train_command` always names, so a manifest's command reads on its own

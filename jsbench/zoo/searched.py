@@ -69,6 +69,10 @@ def search_global_schedule(
     return best, {"train_score": best_score, "default_train_score": float(scores[0]), "evaluated": evaluated}
 
 
+#: the searched global schedule's grid and coordinate search (`searched_sigmas`; `jsbench.plan` costs it)
+SEARCH_SETTINGS = dict(grid_points=8, shifts=8, random_count=24, sweeps=1, refine_points=4)
+
+
 def searched_sigmas(backbone, suite, steps: int, prompts: int = 192, seeds: int = 1, log=None, **search) -> torch.Tensor:
     """The cached searched global schedule of this backbone and suite at N steps, fitted on `prompts`
     training prompts (all of them where there are fewer) x `seeds` images each, every image with its own
@@ -81,7 +85,7 @@ def searched_sigmas(backbone, suite, steps: int, prompts: int = 192, seeds: int 
         raise ZooError("searched is scored on a suite's training prompts; this command has no suite")
     items = train_items(suite, prompts)
     rows = [(it, 60_000 + r) for r, it in enumerate(it for it in items for _ in range(seeds))]
-    settings = dict(grid_points=8, shifts=8, random_count=24, sweeps=1, refine_points=4)
+    settings = dict(SEARCH_SETTINGS)
     settings.update({k: v for k, v in search.items() if k in settings})
     key = {"model_id": backbone.model_id, "metric": suite.primary_metric, "prompts": [it.prompt for it in items],
            "images_per_prompt": seeds, "seeds": [s for _, s in rows], "search": settings, "version": 2}

@@ -1,0 +1,375 @@
+"""Plan a run before starting it: per row, the images, the denoiser evaluations and the GPU-hours it costs.
+
+Nothing here loads a model's weights: the rows come from the command's options, the prompt counts from the
+suite's prompt list, and the cost from the full-size FLOP counts in bench/results/backbones.json
+(`full_size_estimate`: `step_flops`, one sampler step of one image at 1024² with classifier-free guidance's
+batch counted, `cfg_batch`). A denoiser evaluation (NFE) is one network call on one row, so an image at N
+steps under CFG is 2N evaluations.
+
+GPU-hours = FLOPs / sustained throughput. The throughput of a GPU class is SUSTAINED_SHARE of its dense bf16
+tensor peak (the vendors' data sheets, below): 40 %, which is what "4-5 s per 28-step 1024² Flux image on an
+H100" implies (28 x 74.4 TFLOP / 4.5 s = 463 TFLOP/s, 47 % of 989) less a margin for the text encoders and the
+VAE, which the FLOP count leaves out. When `gpu_smoke` has measured seconds per step at real size on a GPU
+of that class (its JSON names the device and, per backbone, `seconds_per_step` of `rows` images), the plan
+uses that measurement instead and says so.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from jsbench import JsbenchError
+
+#: dense bf16 tensor-core peak, TFLOP/s (NVIDIA data sheets; SXM parts for H100/H200; 4090 with fp32 accumulate)
+GPU_PEAK_TFLOPS = {"h100": 989.0, "h200": 989.0, "a100": 312.0, "l40s": 362.0, "a6000": 155.0, "4090": 165.0}
+#: the share of that peak a 1024² DiT/UNet step sustains in bf16 (see the module docstring)
+SUSTAINED_SHARE = 0.40
+GPU_NAMES = {"h100": "H100", "h200": "H200", "a100": "A100", "l40s": "L40S", "a6000": "RTX A6000", "4090": "RTX 4090"}
+
+_RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
+BACKBONES_JSON = _RESULTS / "backbones.json"
+GPU_SMOKE_JSON = _RESULTS / "gpu_smoke.json"
+
+#: the paper's training recipe (issue 27): K = 2, B by backbone size, AdamW weight decay 1e-4, clipping 1,
+#: the HPSv2 reward on HPDv2's training prompts, one policy per budget L
+RECIPES = {
+    "paper": {
+        "samples": 2, "weight_decay": 1e-4, "grad_clip": 1.0, "reward": "hps", "suite": "hpdv2",
+        "contexts": {"flux-dev": 16, "sd35-large": 16, "sdxl": 32, "sd35-medium": 32, "sd35": 32},
+        "budgets": (5, 10, 20, 40, 80),
+    },
+}
+
+
+class PlanError(JsbenchError):
+    pass
+
+
+@dataclass
+class PlanRow:
+    method: str
+    steps: int
+    images: int
+    nfe: int  # denoiser evaluations, CFG's second row counted; search and teacher evaluations included
+    gpu_hours: float | None = None
+    note: str = ""
+
+
+@dataclass
+class Plan:
+    command: str
+    backbone: str
+    gpu: str
+    tflops: float | None  # sustained TFLOP/s assumed (None: no FLOP count, an embedded world)
+    throughput_source: str
+    rows: list[PlanRow] = field(default_factory=list)
+
+    @property
+    def gpu_hours(self) -> float | None:
+        hours = [r.gpu_hours for r in self.rows]
+        return None if any(h is None for h in hours) else sum(hours)
+
+    def to_json(self) -> dict:
+        return {"command": self.command, "backbone": self.backbone, "gpu": self.gpu, "tflops": self.tflops,
+                "throughput": self.throughput_source, "gpu_hours": self.gpu_hours,
+                "images": sum(r.images for r in self.rows), "nfe": sum(r.nfe for r in self.rows),
+                "rows": [asdict(r) for r in self.rows]}
+
+
+# ---- cost model ------------------------------------------------------------------------------------------
+
+
+def full_size_costs(path: Path = BACKBONES_JSON) -> dict[str, dict]:
+    """backbone -> its `full_size_estimate` entry (step_flops, cfg_batch, ...) from bench/results/backbones.json."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise PlanError(f"cannot read the FLOP counts {path} ({exc}); rerun `python scripts/bench_backbones.py --write`") from None
+    out = {e["backbone"]: e for e in data.get("full_size_estimate", [])}
+    if "sd35" in out:
+        out.setdefault("sd35-medium", out["sd35"])
+    return out
+
+
+def gpu_class(name: str) -> str:
+    key = name.strip().lower().replace("nvidia", "").replace("rtx", "").replace("geforce", "").replace(" ", "").replace("-", "")
+    if key not in GPU_PEAK_TFLOPS:
+        raise PlanError(f"unknown --gpu {name!r}: use one of {', '.join(GPU_PEAK_TFLOPS)}")
+    return key
+
+
+def _measured_steps(data, backbone: str):
+    """(seconds_per_step, rows) gpu_smoke measured for `backbone` at real size: a dict anywhere in its JSON with a
+    `seconds_per_step` (of `rows` or `batch` images, default 1) whose `backbone` field, or a key on its path, names
+    the backbone."""
+    stack = [((), data)]
+    while stack:
+        path, node = stack.pop()
+        if isinstance(node, dict):
+            if "seconds_per_step" in node and (node.get("backbone") == backbone or ("backbone" not in node and backbone in path)):
+                return float(node["seconds_per_step"]), int(node.get("rows", node.get("batch", 1)) or 1)
+            stack += [((*path, k), v) for k, v in node.items()]
+        elif isinstance(node, list):
+            stack += [(path, v) for v in node]
+    return None
+
+
+def throughput(gpu: str, backbone: str, step_flops: float | None, smoke: Path = GPU_SMOKE_JSON) -> tuple[float, str]:
+    """(sustained TFLOP/s, where the number comes from) for `backbone` on GPU class `gpu`."""
+    cls = gpu_class(gpu)
+    if step_flops and Path(smoke).is_file():
+        try:
+            data = json.loads(Path(smoke).read_text())
+        except (OSError, json.JSONDecodeError):
+            data = {}
+        device = str(data.get("device", "")).lower().replace(" ", "").replace("-", "")
+        found = _measured_steps(data, backbone) if cls in device and not data.get("dry_run") else None
+        if found and found[0] > 0:
+            seconds, rows = found
+            return step_flops * rows / seconds / 1e12, f"measured by gpu_smoke on {data['device']} ({Path(smoke).name})"
+    tflops = GPU_PEAK_TFLOPS[cls] * SUSTAINED_SHARE
+    return tflops, f"assumed: {SUSTAINED_SHARE:.0%} of the {GPU_NAMES[cls]}'s {GPU_PEAK_TFLOPS[cls]:g} TFLOP/s dense bf16 peak"
+
+
+class CostModel:
+    """NFE and GPU-hours of images of one backbone on one GPU class."""
+
+    def __init__(self, backbone_name: str, gpu: str, real: bool):
+        self.cfg_batch, self.flops_per_nfe, self.tflops = 1, None, None
+        self.source = "embedded world: runs on a CPU, no GPU-hours"
+        if real:
+            costs = full_size_costs()
+            entry = costs.get(backbone_name)
+            if entry is None:
+                raise PlanError(f"no FLOP count for {backbone_name!r} in {BACKBONES_JSON.name} (has {', '.join(costs)})")
+            self.cfg_batch = int(entry.get("cfg_batch", 1))
+            self.flops_per_nfe = float(entry["step_flops"]) / self.cfg_batch
+            self.tflops, self.source = throughput(gpu, backbone_name, float(entry["step_flops"]))
+        else:
+            gpu_class(gpu)
+
+    def nfe(self, images: int, steps: int) -> int:
+        return int(images) * int(steps) * self.cfg_batch
+
+    def hours(self, nfe: int) -> float | None:
+        if self.flops_per_nfe is None:
+            return None
+        return nfe * self.flops_per_nfe / (self.tflops * 1e12) / 3600.0
+
+    def row(self, method: str, steps: int, images: int, extra_nfe: int = 0, note: str = "") -> PlanRow:
+        nfe = self.nfe(images, steps) + extra_nfe
+        return PlanRow(method, int(steps), int(images), nfe, self.hours(nfe), note)
+
+
+# ---- prompt counts ------------------------------------------------------------------------------------
+
+
+def prompt_items(suite_name: str, backbone_name: str, split: str = "test", limit: int | None = None):
+    """(items or None, count) of the prompts a run evaluates, read without weights. HPDv2's prompts may not be on
+    this machine: then the count is that of its published benchmark (800 a style, a quarter held out)."""
+    from jsbench.backbones import listing_backbone, load_backbone
+    from jsbench.protocol import first_per_task
+    from jsbench.protocol import check_limit
+    from jsbench.suites import load_suite
+
+    check_limit(limit)
+    listing = listing_backbone(backbone_name)
+    try:
+        suite = load_suite(suite_name, listing if listing is not None else load_backbone(backbone_name, None, "cpu"))
+        items = first_per_task(suite.items(split), limit)
+        return items, len(items)
+    except JsbenchError:
+        if suite_name != "hpdv2":
+            raise
+    from jsbench.splits import held_out_positions
+    from jsbench.suites.hpdv2 import STYLES
+
+    per_style = 800  # the HPDv2 benchmark: 800 prompts in each of its four styles
+    n = {"all": per_style, "test": len(held_out_positions(per_style))}.get(split, per_style - len(held_out_positions(per_style)))
+    return None, len(STYLES) * (min(n, limit) if limit else n)
+
+
+# ---- the plans ----------------------------------------------------------------------------------------
+
+
+def _oss_nfe_per_row(student: int, teacher: int) -> int:
+    """Velocity calls per row of `zoo.oss.oss_paths` (the per-sample DP, free start): the teacher trajectory
+    (M), then every teacher grid point but the last as a source at each of the N levels."""
+    return teacher + student * teacher
+
+
+def _oss_mean_nfe_per_row(student: int, teacher: int) -> int:
+    """Velocity calls per row of `zoo.oss.oss_mean_search` (one schedule for the batch's mean cost): the teacher
+    trajectory (M), then one call per reachable state of each DP level (1 at the first, M - N + 1 after)."""
+    return teacher + 1 + (student - 1) * (teacher - student + 1)
+
+
+def _teacher_rows(spec: str, steps: int, cls, cost: CostModel, images: int = 0) -> tuple[int, str]:
+    """(extra NFE, note) of a zoo row that runs a teacher: oss, oss-mean and searched once on the training
+    prompts, oss-image on every evaluated image (`images`)."""
+    import inspect
+
+    from jsbench.zoo import oss as zoo_oss
+    from jsbench.zoo import searched as zoo_searched
+
+    kind, _, arg = spec.partition(":")
+    teacher = zoo_oss.teacher_steps_for(cls, int(arg) if arg else None, steps) if kind.startswith("oss") else 0
+    if kind in ("oss", "oss-mean"):
+        params = inspect.signature(zoo_oss.oss_sigmas if kind == "oss" else zoo_oss.oss_mean_sigmas).parameters
+        rows = params["prompts"].default * params["seeds"].default
+        per_row = (_oss_nfe_per_row if kind == "oss" else _oss_mean_nfe_per_row)(steps, teacher)
+        return rows * per_row * cost.cfg_batch, f"+ {teacher}-step teacher and DP search on {rows} rows, once"
+    if kind == "oss-image":
+        return images * _oss_nfe_per_row(steps, teacher) * cost.cfg_batch, f"+ {teacher}-step teacher and DP search per image"
+    if kind == "searched":
+        from jsbench.schedule import candidate_schedules
+
+        params = inspect.signature(zoo_searched.searched_sigmas).parameters
+        rows = params["prompts"].default * params["seeds"].default
+        s = zoo_searched.SEARCH_SETTINGS
+        cands = len(candidate_schedules(steps, random_count=s["random_count"], grid_points=s["grid_points"], shifts=s["shifts"])) + 1
+        trials = cands + s["sweeps"] * (steps - 1) * s["refine_points"]
+        return cost.nfe(rows * trials, steps), f"+ search: up to {trials} schedules x {rows} images, once"
+    return 0, ""
+
+
+def plan_compare(suite: str, backbone: str, steps_list: list[int], *, gpu: str = "h100", seeds: int | None = None,
+                 zoo: list[str] | None = None, schedules: list[str] = (), distilled: list[str] = (), limit: int | None = None,
+                 policies_dir: Path | None = None, command: str = "jsbench compare") -> Plan:
+    """The rows `jsbench compare` would evaluate with these options, and their cost."""
+    from jsbench.backbones import backbone_class
+    from jsbench.protocol import ceiling_spec, default_seeds, default_zoo, is_real
+
+    cls = _class(backbone)
+    real = is_real(cls)
+    cost = CostModel(backbone, gpu, real)
+    seeds = _seeds(suite, real, seeds)
+    _, n_prompts = prompt_items(suite, backbone, "test", limit)
+    images = n_prompts * seeds
+    zoo = default_zoo(real) if zoo is None else list(zoo)
+    plan = Plan(command, backbone, gpu_class(gpu), cost.tflops, cost.source)
+    ceiling = ceiling_spec(cls)
+    for i, steps in enumerate(steps_list):
+        plan.rows.append(cost.row("default", steps, images))
+        for spec in [*zoo, *schedules]:
+            kind = spec.partition(":")[0]
+            if kind == "ays" and getattr(cls, "ays_schedule", None) is None:
+                continue  # compare skips it too: the family has none
+            if kind.startswith("oss") and real and getattr(cls, "clock_kind", "flow") != "flow":
+                continue  # no flow velocity (SD-XL)
+            extra, note = _teacher_rows(spec, steps, cls, cost, images)
+            plan.rows.append(cost.row(spec, steps, images, extra, note))
+        if policies_dir is not None:
+            from jsbench.compare import shipped_policies
+
+            for p in shipped_policies(policies_dir, getattr(cls, "name", backbone) or backbone, steps):
+                plan.rows.append(cost.row(f"policy:{p.name}", steps, images))
+        if i == 0:
+            n = int(ceiling.partition(":")[2] or cls.ceiling_steps)
+            plan.rows.append(cost.row(f"ceiling ({n} steps{', pipeline default' if ceiling != 'ceiling' else ''})", n, images))
+        for other in distilled:
+            name = other.partition("=")[0]
+            ocls = backbone_class(name)
+            ocost = CostModel(name, gpu, is_real(ocls)) if ocls is not None else cost
+            own = int(getattr(ocls, "default_steps", None) or steps)
+            plan.rows.append(ocost.row(f"{name} (distilled)", own, images))
+    return plan
+
+
+def plan_eval(suite: str, backbone: str, steps: int, schedule: str, *, gpu: str = "h100", seeds: int | None = None,
+              split: str = "test", limit: int | None = None, command: str = "jsbench eval") -> Plan:
+    from jsbench.protocol import default_seeds, is_real
+
+    cls = _class(backbone)
+    real = is_real(cls)
+    cost = CostModel(backbone, gpu, real)
+    seeds = _seeds(suite, real, seeds)
+    _, n_prompts = prompt_items(suite, backbone, split, limit)
+    kind, _, arg = schedule.partition(":")
+    run_steps = (int(arg) if arg else int(cls.ceiling_steps)) if kind == "ceiling" else steps
+    extra, note = _teacher_rows(schedule, steps, cls, cost, n_prompts * seeds)
+    plan = Plan(command, backbone, gpu_class(gpu), cost.tflops, cost.source)
+    plan.rows.append(cost.row(schedule, run_steps, n_prompts * seeds, extra, note))
+    return plan
+
+
+def plan_train(backbone: str, steps: int, iters: int, contexts: int, samples: int, *, gpu: str = "h100",
+               recipe: str | None = None, command: str = "jsbench train") -> Plan:
+    """One row per policy trained: iters x B x K sampled images at the budget (no backward pass through the
+    frozen backbone: REINFORCE needs only the samples). A recipe plans one policy per budget it lists."""
+    cls = _class(backbone)
+    from jsbench.protocol import is_real
+
+    cost = CostModel(backbone, gpu, is_real(cls))
+    plan = Plan(command, backbone, gpu_class(gpu), cost.tflops, cost.source)
+    budgets = RECIPES[recipe]["budgets"] if recipe else (steps,)
+    for n in budgets:
+        plan.rows.append(cost.row(f"train {recipe or 'policy'}", n, iters * contexts * samples, note=f"B={contexts}, K={samples}, {iters} updates"))
+    return plan
+
+
+def apply_recipe(fields: dict, recipe: str | None, defaults: dict) -> dict:
+    """`fields` (TrainConfig's values) with the recipe's settings; a field the user set to another value than both
+    its default and the recipe's is refused in one line."""
+    if recipe is None:
+        return fields
+    if recipe not in RECIPES:
+        raise PlanError(f"unknown --recipe {recipe!r}: use {', '.join(RECIPES)}")
+    spec = RECIPES[recipe]
+    backbone = fields["backbone"]
+    if backbone not in spec["contexts"]:
+        raise PlanError(f"--recipe {recipe} is for {', '.join(spec['contexts'])}, not {backbone!r}")
+    wanted = {k: spec[k] for k in ("samples", "weight_decay", "grad_clip", "reward", "suite")}
+    wanted["contexts"] = spec["contexts"][backbone]
+    out = dict(fields)
+    for key, value in wanted.items():
+        if fields[key] != defaults[key] and fields[key] != value:
+            raise PlanError(f"--{key.replace('_', '-')} {fields[key]} conflicts with --recipe {recipe} ({key} = {value}); drop one")
+        out[key] = value
+    if fields["steps"] not in spec["budgets"]:
+        raise PlanError(f"--recipe {recipe} trains the budgets {', '.join(map(str, spec['budgets']))}; --steps {fields['steps']} is not one")
+    return out
+
+
+def _seeds(suite: str, real: bool, seeds: int | None) -> int:
+    from jsbench.protocol import default_seeds
+
+    if seeds is not None and seeds < 1:
+        raise PlanError(f"--seeds must be at least 1, got {seeds}")
+    return default_seeds(suite, real) if seeds is None else seeds
+
+
+def _class(backbone: str):
+    from jsbench.backbones import backbone_class
+
+    cls = backbone_class(backbone)
+    if cls is None:
+        from jsbench.backbones import available_backbones
+
+        raise PlanError(f"unknown backbone {backbone!r}: use one of {', '.join(available_backbones())}")
+    return cls
+
+
+# ---- output -------------------------------------------------------------------------------------------
+
+
+def plan_text(plan: Plan, fmt: str = "table") -> str:
+    if fmt == "json":
+        return json.dumps(plan.to_json(), indent=1) + "\n"
+    hours = lambda h: "-" if h is None else f"{h:.2f}"  # noqa: E731
+    import textwrap
+
+    speed = (f"{plan.tflops:.0f} TFLOP/s sustained ({plan.throughput_source})" if plan.tflops else plan.throughput_source)
+    head = [f"plan: {plan.command}", f"{plan.backbone} on {GPU_NAMES[plan.gpu]}: {speed}"]
+    lines = [w for h in head for w in textwrap.wrap(h, 80, subsequent_indent="  ", break_on_hyphens=False)]
+    lines.append(f"{'method':<38} {'steps':>5} {'images':>8} {'NFE':>11} {'GPU-h':>7}")
+    for r in plan.rows:
+        lines.append(f"{r.method[:38]:<38} {r.steps:>5} {r.images:>8,} {r.nfe:>11,} {hours(r.gpu_hours):>7}")
+        if r.note:
+            lines.append(f"  {r.note}")
+    total_images, total_nfe = sum(r.images for r in plan.rows), sum(r.nfe for r in plan.rows)
+    lines.append(f"{'total':<38} {'':>5} {total_images:>8,} {total_nfe:>11,} {hours(plan.gpu_hours):>7}")
+    lines.append("NFE: network calls, CFG's second row counted; GPU-h: denoiser FLOPs only.")
+    return "\n".join(lines) + "\n"

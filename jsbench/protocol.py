@@ -1,0 +1,72 @@
+"""Real-model defaults: each suite's own evaluation protocol, and what a compare row costs to make.
+
+The embedded worlds (analytic, detail, scenes-dit) are cheap, so `eval` and `compare` evaluate 16 seeds per
+prompt there, with the 200-step ceiling (or the backbone's own) and every zoo row. On a real diffusers
+model those defaults cost tens of GPU-hours, so there each suite follows its published protocol:
+
+- geneval: 4 images per prompt (GenEval's `generation/*.py` scripts, `n_samples` 4: the 553 prompts give
+  2,212 images);
+- hpdv2: 1 image per prompt (hpsv2's benchmark scores one image per prompt of each style);
+- ocr: 4 images per prompt (MARIO-Eval, TextDiffuser's protocol, samples 4 images per prompt);
+
+the `ceiling` row runs the pipeline's own default step count (labelled "pipeline default"), and the zoo rows
+that need a many-step teacher or a search on the training prompts (`oss`, `searched`) are opt-in
+(`--zoo karras,oss,searched`); `jsbench compare --plan` shows what each would cost.
+"""
+
+from __future__ import annotations
+
+from jsbench import JsbenchError
+
+#: seeds per prompt on the embedded worlds (every committed leaderboard uses these)
+EMBEDDED_SEEDS = 16
+#: images per prompt of each suite's own protocol, used on real models (see the module docstring)
+PROTOCOL_SEEDS = {"geneval": 4, "hpdv2": 1, "ocr": 4}
+#: zoo rows that need a teacher trajectory or a schedule search: opt-in on real models
+TEACHER_ZOO = ("oss", "oss-mean", "oss-image", "searched")
+
+
+def is_real(backbone) -> bool:
+    """True for a real diffusers model (a backbone or its class): one that does not draw the embedded world."""
+    return not bool(getattr(backbone, "draws_embedded_world", True))
+
+
+def default_seeds(suite_name: str, real: bool) -> int:
+    """Images per prompt when --seeds is not given: the suite's protocol on a real model, else 16."""
+    return PROTOCOL_SEEDS.get(suite_name, EMBEDDED_SEEDS) if real else EMBEDDED_SEEDS
+
+
+def default_zoo(real: bool) -> list[str]:
+    """The zoo rows of `compare` when --zoo is not given: every default zoo row, less the teacher-based ones on
+    a real model."""
+    from jsbench.zoo import DEFAULT_ZOO
+
+    return [z for z in DEFAULT_ZOO if not (real and z in TEACHER_ZOO)]
+
+
+def ceiling_spec(backbone) -> str:
+    """The `--schedule` of compare's ceiling row: the backbone's own `ceiling_steps` on an embedded world, the
+    pipeline's default step count on a real model."""
+    if is_real(backbone) and getattr(backbone, "default_steps", None):
+        return f"ceiling:{int(backbone.default_steps)}"
+    return "ceiling"
+
+
+def check_limit(limit: int | None) -> None:
+    if limit is not None and limit < 1:
+        raise JsbenchError(f"--limit must be at least 1, got {limit}")
+
+
+def first_per_task(items: list, limit: int | None) -> list:
+    """The first `limit` items of each task, in the suite's order (None: all): the prompts `--limit N`
+    evaluates, the same for every row of a compare."""
+    check_limit(limit)
+    if limit is None:
+        return list(items)
+    taken: dict[str, int] = {}
+    out = []
+    for it in items:
+        if taken.get(it.task, 0) < limit:
+            taken[it.task] = taken.get(it.task, 0) + 1
+            out.append(it)
+    return out
