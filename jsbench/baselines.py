@@ -65,6 +65,7 @@ __all__ = [
     "BaselineError",
     "BaselineResult",
     "BASELINES",
+    "BASELINE_VALUES",
     "available_baselines",
     "validate_baseline",
     "compute_baseline",
@@ -350,6 +351,16 @@ BASELINES: dict[str, Callable[[torch.Tensor], BaselineResult]] = {
     "xctx": _xctx_result,
     "js": _js_result,
     "js-plugin": _js_plugin_result,
+}
+
+
+# the [B, K] -> [B, K] baseline values alone, for torch.vmap over many simulated batches (no shrinkage float)
+BASELINE_VALUES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "none": none_baseline,
+    "rloo": rloo_baseline,
+    "xctx": xctx_baseline,
+    "js": js_baseline,
+    "js-plugin": js_plugin_baseline,
 }
 
 

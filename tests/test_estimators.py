@@ -150,3 +150,12 @@ def test_bad_input_is_one_line_and_exit_2(args):
                           cwd=Path(__file__).resolve().parents[1])
     assert proc.returncode == 2, proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1 and proc.stdout == ""
+
+
+def test_the_vmap_registry_matches_the_baseline_registry():
+    from jsbench.baselines import BASELINE_VALUES, BASELINES, compute_baseline
+
+    assert list(BASELINE_VALUES) == list(BASELINES)
+    r = torch.randn(6, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    for name, fn in BASELINE_VALUES.items():
+        assert torch.equal(fn(r), compute_baseline(name, r).baseline)
