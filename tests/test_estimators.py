@@ -144,6 +144,7 @@ def test_the_lab_runs_on_the_analytic_world_and_is_exact_per_seed():
     assert "grad var" in lab.lab_table(first) and all(len(line) <= 80 for line in lab.lab_table(first).splitlines())
 
 
+@pytest.mark.slow  # subprocesses
 @pytest.mark.parametrize("args", [["--rollouts", "2"], ["--samples", "1"], ["--policy", "no/such/folder"], ["--check"]])
 def test_bad_input_is_one_line_and_exit_2(args):
     proc = subprocess.run([sys.executable, "-m", "jsbench", "estimators", "--no-progress", *args], capture_output=True, text=True,
@@ -159,3 +160,23 @@ def test_the_vmap_registry_matches_the_baseline_registry():
     r = torch.randn(6, 3, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
     for name, fn in BASELINE_VALUES.items():
         assert torch.equal(fn(r), compute_baseline(name, r).baseline)
+
+
+@pytest.mark.slow  # trains a 2-update run, then replays it
+def test_along_training_replays_the_run_and_plots_byte_stable(tmp_path):
+    from jsbench.train import TrainConfig, Trainer
+
+    run = tmp_path / "run"
+    trainer = Trainer(TrainConfig(backbone="analytic", steps=3, baseline="rloo", contexts=4, samples=2, iters=2, seed=1), run)
+    trainer.train(progress=False)
+    trainer.save_policy()
+    config = lab.LabConfig(backbone="analytic", steps=3, contexts=4, samples=2, rollouts=3, mean_rollouts=0, bootstrap=100)
+    record = lab.run_lab_along(config, run, every=1, backbone=trainer.backbone, progress=False)
+    assert [s["update"] for s in record["states"]] == [0, 1, 2]
+    assert record["replay_matches_policy"] is True  # the replay ends exactly at the saved policy
+    first = lab.write_lab_record(record, tmp_path / "a" / "along.json")
+    second = lab.write_lab_record(record, tmp_path / "b" / "along.json")
+    assert first[1].read_bytes() == second[1].read_bytes() and first[1].suffix == ".png"
+    assert "update,baseline" in lab.lab_csv(record).splitlines()[0]
+    with pytest.raises(lab.EstimatorError):
+        lab.run_lab_along(lab.LabConfig(backbone="analytic", steps=5, rollouts=3), run, every=1, backbone=trainer.backbone, progress=False)
