@@ -138,7 +138,7 @@ def test_the_lab_runs_on_the_analytic_world_and_is_exact_per_seed():
     config = lab.LabConfig(backbone="analytic", steps=3, contexts=4, samples=2, rollouts=3, mean_rollouts=1, mean_samples=2, bootstrap=100)
     first = lab.run_lab(config, progress=False)
     second = lab.run_lab(config, progress=False)
-    assert [r["baseline"] for r in first["rows"]] == ["none", "rloo", "xctx", "js", "js-plugin"]
+    assert [r["baseline"] for r in first["rows"]] == ["none", "rloo", "xctx", "js", "js-plugin", "jspo"]
     strip = lambda rec: json.dumps({k: v for k, v in rec.items() if k != "seconds"}, sort_keys=True)  # noqa: E731
     assert strip(first) == strip(second)
     assert "grad var" in lab.lab_table(first) and all(len(line) <= 80 for line in lab.lab_table(first).splitlines())
