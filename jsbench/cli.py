@@ -351,7 +351,7 @@ def _compare_all(ctx: typer.Context, command, recipe: Path, **resolved) -> None:
 
 @app.command()
 def estimators(
-    backbone: str = typer.Option("analytic", help="Backbone name."),
+    backbone: Optional[str] = typer.Option(None, help="Backbone name (default analytic; with --all: only its rows)."),
     model: Optional[str] = _backbone_option("model"),
     steps: int = typer.Option(3, help="Step budget."),
     contexts: int = typer.Option(16, "--contexts", "-B", help="Contexts B per rollout."),
@@ -388,10 +388,12 @@ def estimators(
 
     if all_:
         code = lab.estimators_section(leaderboards or project_dir("leaderboards"), policies or project_dir("policies"),
-                                      check=check, progress=progress, log=lambda m: err.print(m, highlight=False, soft_wrap=True))
+                                      check=check, progress=progress, log=lambda m: err.print(m, highlight=False, soft_wrap=True),
+                                      backbones=[backbone] if backbone else None)
         raise typer.Exit(code)
     if check:
         raise JsbenchError("--check needs --all (it checks the committed section)")
+    backbone = backbone or "analytic"
     config = lab.LabConfig(backbone=backbone, model=model, steps=steps, contexts=contexts, samples=samples, rollouts=rollouts,
                            seed=seed, reward=reward, suite=suite, policy=str(policy) if policy else None,
                            mean_rollouts=min(mean_rollouts, max(rollouts, 0)), mean_samples=mean_samples, bootstrap=bootstrap,

@@ -527,6 +527,9 @@ SECTION_KEYS = ["backbone", "steps", "state", "contexts", "samples", "rollouts"]
 def section_configs(policies: Path, backbones=None) -> list[tuple[str, LabConfig]]:
     """(state, config) of every row block of the committed section, in table order."""
     s = SECTION
+    unknown = [bb for bb in backbones or () if bb not in s["backbones"]]
+    if unknown:
+        raise EstimatorError(f"the estimators section has no backbone {unknown[0]!r}; it covers {', '.join(s['backbones'])}")
     out = []
     for bb in backbones or s["backbones"]:
         trained = Path(policies) / bb / f"{s['trained']}-n{s['steps']}"
