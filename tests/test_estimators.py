@@ -180,3 +180,17 @@ def test_along_training_replays_the_run_and_plots_byte_stable(tmp_path):
     assert "update,baseline" in lab.lab_csv(record).splitlines()[0]
     with pytest.raises(lab.EstimatorError):
         lab.run_lab_along(lab.LabConfig(backbone="analytic", steps=5, rollouts=3), run, every=1, backbone=trainer.backbone, progress=False)
+
+
+@pytest.mark.slow  # torchrun with two processes, and one
+def test_two_processes_measure_what_one_does():
+    args = ["estimators", "--backbone", "analytic", "--contexts", "4", "--rollouts", "4", "--mean-rollouts", "2",
+            "--mean-samples", "2", "--bootstrap", "100", "--no-progress", "--format", "json"]
+    root = Path(__file__).resolve().parents[1]
+    runs = [subprocess.run([sys.executable, "-m", "jsbench", *args, *extra], capture_output=True, text=True, cwd=root, check=True)
+            for extra in ([], ["--processes", "2"])]
+    one, two = (json.loads(r.stdout)["rows"] for r in runs)
+    for a, b in zip(one, two):
+        assert a["baseline"] == b["baseline"]
+        for key in ("grad_var", "grad_mse", "baseline_mse", "shrinkage"):
+            assert a[key] == pytest.approx(b[key], rel=1e-5, abs=1e-9), (a["baseline"], key)
