@@ -49,6 +49,16 @@ at B <= 16, K <= 4: 1.007-1.024x RLOO there (the plug-in: up to 35x). Where cont
 XCTX's single mean is nearly exact and js pays for estimating c: 1.2-3x js-plugin's error at
 tau^2/sigma^2 <= 0.01, B >= 8 (both far below RLOO).
 
+- ``jspo``: the James-Stein baseline of JSPO ("Shrinking the Variance", Zeng, Zhou, Arora, Zanette,
+  arXiv 2511.03710), as its official implementation (github.com/guanning03/JSPO-Official,
+  verl/trainer/ppo/core_algos.py, `compute_jspo_outcome_advantage`) defines it: two levels of leaving out.
+  The sample's own context keeps RLOO (r_ik left out); every statistic of the shrinkage leaves the whole
+  context i out. Over the other contexts j != i: m = mean of their rewards, v2 = mean of their
+  var_j / K (unbiased sample variance of context j over K: the noise of a context mean), s2 = mean of
+  (ybar_j - m)^2 (their means' spread, noise included); lam = v2 / (v2 + s2 + 1e-6) and
+  b_ik = (1 - lam) * rloo_ik + lam * m. Unlike js-plugin, the target m excludes context i entirely, and
+  lam compares the noise of a K-sample mean (not of rloo's K-1) with the raw spread of the means.
+
 Under data parallelism these are computed on the all-gathered global [B, K] rewards.
 """
 
@@ -65,6 +75,7 @@ __all__ = [
     "BaselineError",
     "BaselineResult",
     "BASELINES",
+    "BASELINE_VALUES",
     "available_baselines",
     "validate_baseline",
     "compute_baseline",
@@ -78,6 +89,8 @@ __all__ = [
     "js_shrink",
     "js_plugin_shrinkage",
     "js_plugin_baseline",
+    "jspo_shrinkage",
+    "jspo_baseline",
 ]
 
 
@@ -94,16 +107,18 @@ class BaselineResult:
 
 
 # smallest K (samples per context) and B (contexts) each baseline needs
-_MIN_SAMPLES = {"none": 1, "rloo": 2, "xctx": 2, "js": 2, "js-plugin": 2}
-_MIN_CONTEXTS = {"none": 1, "rloo": 1, "xctx": 1, "js": 3, "js-plugin": 3}
+_MIN_SAMPLES = {"none": 1, "rloo": 2, "xctx": 2, "js": 2, "js-plugin": 2, "jspo": 2}
+_MIN_CONTEXTS = {"none": 1, "rloo": 1, "xctx": 1, "js": 3, "js-plugin": 3, "jspo": 2}
 _WHY_SAMPLES = {
     "rloo": " (it averages the other samples of the same context)",
     "js": " (it shrinks the leave-one-out mean of the other samples of the same context)",
     "js-plugin": " (it shrinks the leave-one-out mean of the other samples of the same context)",
+    "jspo": " (it shrinks the leave-one-out mean of the other samples of the same context)",
 }
 _WHY_CONTEXTS = {
     "js": " (its shrinkage factor is (B-3)/S over the B context means; B = 3 is exactly RLOO)",
     "js-plugin": " (it estimates the between-context variance from the other B-1 contexts)",
+    "jspo": " (it shrinks toward the mean of the other contexts)",
 }
 
 
@@ -321,6 +336,33 @@ def js_plugin_baseline(rewards: torch.Tensor, shrinkage: torch.Tensor | float | 
     return js_shrink(rewards, lam)
 
 
+JSPO_EPSILON = 1e-6  # the official implementation's guard in lam = v2 / (v2 + s2 + eps)
+
+
+def _jspo_parts(r: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(lam [B, 1], m [B, 1]): JSPO's shrinkage and target for context i, from the contexts j != i only."""
+    b, k = r.shape
+    mean_i = r.mean(dim=1)  # [B]
+    noise_i = r.var(dim=1, unbiased=True) / k  # [B]: var_j / K
+    centre, ss_means = _masked_ss_others(mean_i)  # mean of the other contexts' means (= of their rewards), spread
+    v2 = _sum_others(noise_i, 0) / (b - 1)
+    s2 = ss_means / (b - 1)
+    lam = v2 / (v2 + s2 + JSPO_EPSILON)
+    return lam.unsqueeze(1), centre.unsqueeze(1)
+
+
+def jspo_shrinkage(rewards: torch.Tensor) -> torch.Tensor:
+    """JSPO's lam_i in [0, 1), [B, 1]: the same for every sample of context i, computed without context i."""
+    return _jspo_parts(_rewards("jspo", rewards))[0]
+
+
+def jspo_baseline(rewards: torch.Tensor) -> torch.Tensor:
+    """JSPO's baseline b_ik = (1 - lam_i) * rloo_ik + lam_i * m_i (see the module doc); free of r_ik."""
+    r = _rewards("jspo", rewards)
+    lam, target = _jspo_parts(r)
+    return (1.0 - lam) * _rloo(r) + lam * target
+
+
 def _none(rewards: torch.Tensor) -> BaselineResult:
     return BaselineResult(none_baseline(rewards), None)
 
@@ -344,12 +386,30 @@ def _js_plugin_result(rewards: torch.Tensor) -> BaselineResult:
     return BaselineResult(js_shrink(rewards, lam), float(lam.mean()))
 
 
+def _jspo_result(rewards: torch.Tensor) -> BaselineResult:
+    r = _rewards("jspo", rewards)
+    lam, target = _jspo_parts(r)
+    return BaselineResult((1.0 - lam) * _rloo(r) + lam * target, float(lam.mean()))
+
+
 BASELINES: dict[str, Callable[[torch.Tensor], BaselineResult]] = {
     "none": _none,
     "rloo": _rloo_result,
     "xctx": _xctx_result,
     "js": _js_result,
     "js-plugin": _js_plugin_result,
+    "jspo": _jspo_result,
+}
+
+
+# the [B, K] -> [B, K] baseline values alone, for torch.vmap over many simulated batches (no shrinkage float)
+BASELINE_VALUES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
+    "none": none_baseline,
+    "rloo": rloo_baseline,
+    "xctx": xctx_baseline,
+    "js": js_baseline,
+    "js-plugin": js_plugin_baseline,
+    "jspo": jspo_baseline,
 }
 
 

@@ -509,6 +509,81 @@ def _compare_all(ctx: typer.Context, command, recipe: Path, **resolved) -> None:
 
 
 @app.command()
+def estimators(
+    backbone: Optional[str] = typer.Option(None, help="Backbone name (default analytic; with --all: only its rows)."),
+    model: Optional[str] = _backbone_option("model"),
+    steps: int = typer.Option(3, help="Step budget."),
+    contexts: int = typer.Option(16, "--contexts", "-B", help="Contexts B per rollout."),
+    samples: int = typer.Option(2, "--samples", "-K", help="Schedules K per context."),
+    rollouts: int = typer.Option(200, help="Independent rollouts R."),
+    seed: int = typer.Option(0, help="Seed of the rollouts and the bootstrap."),
+    reward: str = typer.Option("geneval", help="Reward."),
+    suite: str = typer.Option("geneval", help="Suite whose training prompts are used."),
+    policy: Optional[Path] = typer.Option(None, help="Policy folder, or a row folder with seed<S>/ (seed0 used); default: untrained."),
+    mean_rollouts: int = typer.Option(50, help="Rollouts that also get extra samples for the baseline MSE."),
+    mean_samples: int = typer.Option(8, help="Extra samples M per context for its mean."),
+    bootstrap: int = typer.Option(2000, help="Bootstrap resamples of the 90% CIs."),
+    run: Optional[Path] = typer.Option(None, help="A training run folder: measure along it (replayed)."),
+    every: int = typer.Option(50, help="With --run: updates between measurements."),
+    out: Optional[Path] = typer.Option(None, help="Also write the record (JSON; with --run, and a figure beside it)."),
+    all_: bool = typer.Option(False, "--all", help="Regenerate leaderboards/estimators.md|csv (or --check it)."),
+    check: bool = typer.Option(False, help="With --all: re-measure, compare with the committed csv (exit 1 if not equal)."),
+    leaderboards: Optional[Path] = typer.Option(None, help="With --all: folder of estimators.md|csv."),
+    policies: Optional[Path] = typer.Option(None, help="With --all: folder of <backbone>/rloo-n<steps>."),
+    device: Optional[str] = _backbone_option("device"),
+    dtype: Optional[str] = _backbone_option("dtype"),
+    batch_size: Optional[int] = _backbone_option("batch_size"),
+    progress: bool = _backbone_option("progress"),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP),
+    processes: int = typer.Option(1, "--processes", min=1, help="Split each rollout's contexts over N local processes (torchrun)."),
+):
+    """Gradient variance, gradient MSE and baseline MSE of every baseline, paired, relative to rloo."""
+    if processes > 1:
+        from jsbench.distributed import launch_processes
+
+        raise typer.Exit(launch_processes(processes))
+    from jsbench import estimators as lab
+    from jsbench.workspace import project_dir
+
+    if all_:
+        code = lab.estimators_section(leaderboards or project_dir("leaderboards"), policies or project_dir("policies"),
+                                      check=check, progress=progress, log=lambda m: err.print(m, highlight=False, soft_wrap=True),
+                                      backbones=[backbone] if backbone else None)
+        raise typer.Exit(code)
+    if check:
+        raise JsbenchError("--check needs --all (it checks the committed section)")
+    backbone = backbone or "analytic"
+    config = lab.LabConfig(backbone=backbone, model=model, steps=steps, contexts=contexts, samples=samples, rollouts=rollouts,
+                           seed=seed, reward=reward, suite=suite, policy=str(policy) if policy else None,
+                           mean_rollouts=min(mean_rollouts, max(rollouts, 0)), mean_samples=mean_samples, bootstrap=bootstrap,
+                           device=device, dtype=dtype, batch_size=batch_size)
+    config.validate()  # refused before any weights load
+    from jsbench.distributed import get_context
+
+    ctx = get_context()
+    from jsbench.devices import pick_device
+
+    bb = _backbone(backbone, model, pick_device(device, dist=ctx), dtype, progress=progress)  # one accelerator per process
+    if run is not None:
+        record = lab.run_lab_along(config, run, every, backbone=bb, progress=progress, dist=ctx)
+    else:
+        record = lab.run_lab(config, backbone=bb, progress=progress, dist=ctx)
+    if ctx.is_main:
+        if out is not None:
+            for path in lab.write_lab_record(record, out):
+                err.print(f"wrote {path}", highlight=False)
+        if fmt == OutputFormat.json:
+            import json
+
+            sys.stdout.write(json.dumps(record, indent=1) + "\n")
+        elif fmt == OutputFormat.csv:
+            sys.stdout.write(lab.lab_csv(record))
+        else:
+            sys.stdout.write(lab.lab_text(record))
+    ctx.close()
+
+
+@app.command()
 def prompts(
     suite: str = typer.Option("geneval", help="Suite."),
     backbone: str = typer.Option("analytic", help="Backbone whose suite prompts are listed (analytic draws the embedded world's)."),

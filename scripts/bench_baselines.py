@@ -11,10 +11,12 @@
 2. Gradient error on a softmax bandit with a known gradient (3 arms, context levels N(0, level_sd^2),
    contexts drawn afresh per batch): E||g - dJ/dtheta||^2 of the REINFORCE estimate under each
    baseline, relative to RLOO's, paired.
-3. The REINFORCE gradient on the analytic world: a fixed policy (the untrained instance policy, whose
-   mean schedule is the default; or --policy PATH), many independent batches; the total variance
-   tr Cov(g) under each baseline on the same samples, relative to RLOO's, and how far each mean
-   gradient is from the no-baseline one (all are unbiased; the distance should be within noise).
+3. The REINFORCE gradient on the analytic world: the estimator lab (`jsbench estimators`,
+   jsbench/estimators.py) at a fixed policy (the untrained instance policy, whose mean schedule is the
+   default; or --policy PATH): tr Cov(g) and the gradient MSE under each baseline on the same batches,
+   relative to RLOO's, with paired-bootstrap 90 % CIs.
+
+Sections 1 and 2 are jsbench.estimators' simulated checks, on the baselines of the registry.
 
 Nothing is written unless asked: --write writes bench/results/baselines.json and the plots beside it,
 --out PATH writes there instead.
@@ -26,7 +28,6 @@ Nothing is written unless asked: --write writes bench/results/baselines.json and
 from __future__ import annotations
 
 import argparse
-import math
 import platform
 import sys
 import time
@@ -38,91 +39,23 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "bench" / "results" / "baselines.json"
 sys.path.insert(0, str(ROOT))
 
-from jsbench.baselines import (  # noqa: E402
-    js_baseline,
-    js_plugin_baseline,
-    js_shrink,
-    none_baseline,
-    rloo_baseline,
-    xctx_baseline,
+from jsbench.estimators import (  # noqa: E402  the lab's own code: simulation, claims, bandit, gradient variance
+    BINARY_MEAN,
+    ORACLE,
+    LabConfig,
+    bandit_gradient_error,
+    lab_table,
+    mse_claim,
+    run_lab,
+    simulated_mse_grid,
+    z_over_rloo,
 )
 from jsbench.io import replacing, result_target, shown_path, write_result  # noqa: E402
-from jsbench.splits import mean_stderr  # noqa: E402
 
-BASELINES = {"none": none_baseline, "rloo": rloo_baseline, "xctx": xctx_baseline, "js": js_baseline, "js-plugin": js_plugin_baseline}
-ORACLE = "plug-in, true λ"
 COLOURS = {"none": "#999999", "rloo": "#1f77b4", "xctx": "#2ca02c", "js": "#d62728", "js-plugin": "#ff7f0e", ORACLE: "#7f7f7f"}
-BINARY_MEAN = 0.3
-Z_SLACK = 3.0  # paired standard errors allowed above RLOO
 
 
 # ----------------------------------------------------------------------------------------- 1. MSE grid
-
-
-def simulate(kind: str, ratio: float, sigma2: float, B: int, K: int, reps: int, gen: torch.Generator):
-    """(mu [reps, B, 1], rewards [reps, B, K], sigma^2) for one grid point."""
-    if kind == "gaussian":
-        mu = math.sqrt(ratio * sigma2) * torch.randn(reps, B, 1, generator=gen, dtype=torch.float64)
-        return mu, mu + math.sqrt(sigma2) * torch.randn(reps, B, K, generator=gen, dtype=torch.float64), sigma2
-    if ratio == 0:
-        p = torch.full((reps, B, 1), BINARY_MEAN, dtype=torch.float64)
-    else:
-        # Beta draws through Gamma draws seeded from `gen` (torch's Beta sampler takes no generator)
-        seed = int(torch.randint(2**62, (1,), generator=gen))
-        with torch.random.fork_rng():
-            torch.manual_seed(seed)
-            beta = torch.distributions.Beta(torch.tensor(BINARY_MEAN / ratio), torch.tensor((1 - BINARY_MEAN) / ratio))
-            p = beta.sample((reps, B, 1)).double()
-    r = (torch.rand(reps, B, K, generator=gen, dtype=torch.float64) < p).double()
-    return p, r, BINARY_MEAN * (1 - BINARY_MEAN) / (1 + ratio)  # E[p(1-p)]
-
-
-def mse_point(kind: str, ratio: float, sigma2: float, B: int, K: int, reps: int, gen: torch.Generator) -> dict:
-    """Per-batch MSE of every baseline on the same `reps` simulated batches."""
-    mu, r, s2 = simulate(kind, ratio, sigma2, B, K, reps, gen)
-    per_batch = {name: (torch.vmap(fn)(r) - mu).square().mean(dim=(1, 2)) for name, fn in BASELINES.items()}
-    tau2 = ratio * s2
-    lam = (s2 / (K - 1)) / (s2 / (K - 1) + tau2) if s2 > 0 else 1.0
-    per_batch[ORACLE] = (torch.vmap(lambda x: js_shrink(x, lam))(r) - mu).square().mean(dim=(1, 2))
-    stats = {n: mean_stderr(v) for n, v in per_batch.items()}  # v: [reps] float64
-    out = {"rewards": kind, "tau2": tau2, "sigma2": s2, "ratio": ratio, "B": B, "K": K, "reps": reps, "true_lambda": lam,
-           "mse": {n: m for n, (m, _) in stats.items()},
-           "stderr": {n: se for n, (_, se) in stats.items()}}
-    for name in ("js", "js-plugin"):
-        for ref in ("rloo", "xctx"):
-            out[f"{name}_minus_{ref}"], out[f"{name}_minus_{ref}_stderr"] = mean_stderr(per_batch[name] - per_batch[ref])  # paired
-    return out
-
-
-def mse_grid(kinds, ratios, sigma2s, Bs, Ks, reps, seed) -> list[dict]:
-    gen = torch.Generator().manual_seed(seed)
-    rows = []
-    for kind in kinds:
-        for sigma2 in sigma2s if kind == "gaussian" else [None]:
-            for B in Bs:
-                for K in Ks:
-                    for ratio in ratios:
-                        rows.append(mse_point(kind, ratio, sigma2, B, K, reps, gen))
-    return rows
-
-
-def z_over_rloo(row: dict, name: str) -> float:
-    d, se = row[f"{name}_minus_rloo"], row[f"{name}_minus_rloo_stderr"]
-    return d / se if se > 0 else (0.0 if d == 0 else math.copysign(math.inf, d))
-
-
-def claim(rows: list[dict], name: str) -> dict:
-    """Where is MSE(name) above MSE(rloo) by more than Z_SLACK paired standard errors (B >= 4)?"""
-    pts = [r for r in rows if r["B"] >= 4]
-    above = [r for r in pts if z_over_rloo(r, name) > Z_SLACK]
-    worst = max(pts, key=lambda r: r["mse"][name] / r["mse"]["rloo"]) if pts else None
-    return {
-        "statement": f"MSE({name}) <= MSE(rloo) within {Z_SLACK:g} paired standard errors for B >= 4",
-        "points": len(pts), "holds_at": len(pts) - len(above),
-        "above": [{k: r[k] for k in ("rewards", "B", "K", "ratio")} | {"over_rloo": r["mse"][name] / r["mse"]["rloo"], "z": z_over_rloo(r, name)}
-                  for r in above],
-        "worst": None if worst is None else {k: worst[k] for k in ("rewards", "B", "K", "ratio")} | {"over_rloo": worst["mse"][name] / worst["mse"]["rloo"]},
-    }
 
 
 def plot_mse(rows: list[dict], path: Path, title: str) -> None:
@@ -160,80 +93,18 @@ def plot_mse(rows: list[dict], path: Path, title: str) -> None:
     plt.close(fig)
 
 
-# ------------------------------------------------------------------------------ 2. bandit gradient error
-
-
-def bandit_gradient_error(B: int, K: int, reps: int, level_sd: float, seed: int) -> dict:
-    """E||g - dJ/dtheta||^2 per baseline on a 3-armed softmax bandit, contexts drawn afresh per batch."""
-    g = torch.Generator().manual_seed(seed)
-    arms = 3
-    theta = torch.tensor([0.3, -0.2, 0.1], dtype=torch.float64)
-    offset = torch.randn(reps, B, arms, generator=g, dtype=torch.float64)
-    q = level_sd * torch.randn(reps, B, 1, generator=g, dtype=torch.float64) + torch.randn(reps, B, arms, generator=g, dtype=torch.float64)
-    pi = torch.softmax(theta + offset, dim=-1)
-    true = (pi * (q - (pi * q).sum(-1, keepdim=True))).mean(1)  # [reps, A]: dJ/dtheta per batch
-    a = torch.multinomial(pi.reshape(-1, arms), K, replacement=True, generator=g).reshape(reps, B, K)
-    r = torch.gather(q, 2, a) + torch.randn(reps, B, K, generator=g, dtype=torch.float64)
-    score = torch.nn.functional.one_hot(a, arms).to(r.dtype) - pi.unsqueeze(2)
-    err = {}
-    for name, fn in BASELINES.items():
-        grads = ((r - torch.vmap(fn)(r)).unsqueeze(-1) * score).mean(dim=(1, 2))
-        err[name] = (grads - true).square().sum(-1)
-    out = {"B": B, "K": K, "reps": reps, "level_sd": level_sd, "error": {n: float(v.mean()) for n, v in err.items()},
-           "over_rloo": {n: float(v.mean() / err["rloo"].mean()) for n, v in err.items()}}
-    for name in ("js", "js-plugin"):
-        d, se = mean_stderr(err[name] - err["rloo"])  # paired
-        out[f"{name}_minus_rloo"], out[f"{name}_minus_rloo_stderr"] = d, se
-    return out
-
-
 # --------------------------------------------------------------------------------- 3. gradient variance
 
 
 def gradient_variance(steps: int, B: int, K: int, batches: int, seed: int, policy_path: str | None) -> dict:
-    from jsbench.distributed import DistContext
-    from jsbench.train import TrainConfig, Trainer
-
-    trainer = Trainer(TrainConfig(steps=steps, contexts=B, samples=K, baseline="js", seed=seed, iters=1), ROOT / "runs" / "bench-gradvar", dist=DistContext())
-    if policy_path:
-        from jsbench.policy import load_policy
-
-        trainer.policy, _ = load_policy(policy_path, backbone=trainer.backbone, steps=steps)  # rolled out and differentiated; never stepped
-        trainer.policy.train()
-    params = [p for p in trainer.policy.parameters() if p.requires_grad]
-    names = list(BASELINES)
-    grads_per_batch = {n: [] for n in names}
-    rewards_all = []
-    for it in range(batches):
-        ro = trainer.rollout(it)  # the training loop's own rollout of update `it`: same contexts, draws, images, rewards
-        rewards_all.append(ro.rewards)
-        for n in names:
-            loss, _ = trainer.policy_loss(ro, baseline=n)
-            g = torch.autograd.grad(loss, params, allow_unused=True)
-            flat = torch.cat([(x if x is not None else torch.zeros_like(p)).reshape(-1) for x, p in zip(g, params)]).double()
-            grads_per_batch[n].append(flat)
-    out = {"steps": steps, "B": B, "K": K, "batches": batches, "policy": policy_path or "untrained instance policy (default schedule)"}
-    r = torch.stack(rewards_all)
-    out["reward_mean"] = float(r.mean())
-    # random-effects view of the analytic rewards themselves: within-context and between-context variance
-    within = float(r.var(dim=2, unbiased=True).mean())
-    between = float(r.mean(dim=2).var(dim=1, unbiased=True).mean()) - within / K
-    out["sigma2_hat"], out["tau2_hat"] = within, max(between, 0.0)
-    G = {n: torch.stack(v) for n, v in grads_per_batch.items()}  # [batches, P]
-    ref_mean = G["none"].mean(0)
-    for n in names:
-        mean = G[n].mean(0)
-        dev = G[n] - mean
-        var = float(dev.square().sum(1).mean() * batches / (batches - 1))
-        out.setdefault("total_variance", {})[n] = var
-        out.setdefault("mean_grad_norm", {})[n] = float(mean.norm())
-        # distance of the mean gradient from the no-baseline one, in units of its standard error
-        diff = G[n] - G["none"]
-        se = float((diff.var(0, unbiased=True).sum() / batches).sqrt()) if n != "none" else 0.0
-        out.setdefault("mean_minus_none_norm", {})[n] = float((mean - ref_mean).norm())
-        out.setdefault("mean_minus_none_stderr", {})[n] = se
-    out["variance_over_rloo"] = {n: out["total_variance"][n] / out["total_variance"]["rloo"] for n in names}
-    return out
+    """The estimator lab (jsbench estimators) on the analytic world: every baseline on the same batches."""
+    record = run_lab(LabConfig(backbone="analytic", steps=steps, contexts=B, samples=K, rollouts=batches, seed=seed,
+                               policy=policy_path, mean_rollouts=0, bootstrap=1000), progress=False)
+    rows = {r["baseline"]: r for r in record["rows"]}
+    return {"steps": steps, "B": B, "K": K, "batches": batches, "policy": policy_path or "untrained instance policy (default schedule)",
+            "reward_mean": record["reward_mean"], "total_variance": {n: r["grad_var"] for n, r in rows.items()},
+            "variance_over_rloo": {n: r["grad_var_ratio"] for n, r in rows.items()},
+            "variance_over_rloo_ci": {n: r["grad_var_ci"] for n, r in rows.items()}, "lab": record}
 
 
 # ----------------------------------------------------------------------------------------------- main
@@ -278,9 +149,9 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     t0 = time.perf_counter()
 
-    rows = mse_grid(args.rewards, args.ratios, args.sigma2, args.B, args.K, args.reps, args.seed)
+    rows = simulated_mse_grid(args.rewards, args.ratios, args.sigma2, args.B, args.K, args.reps, args.seed)
     t_mse = time.perf_counter() - t0
-    claims = {name: claim(rows, name) for name in ("js", "js-plugin")}
+    claims = {name: mse_claim(rows, name) for name in ("js", "js-plugin")}
 
     print(f"\n1. baseline MSE vs the true context mean, simulated random effects ({args.reps} batches per point)")
     print("   MSE/σ² (lower is better); js/rloo = MSE(js)/MSE(rloo); z = paired difference / its standard error")
@@ -319,16 +190,9 @@ def main(argv=None) -> int:
     if args.grad_batches > 0:
         for K in args.grad_K:
             grad.append(gradient_variance(args.grad_steps, args.grad_B, K, args.grad_batches, args.seed, args.policy))
-        print(f"\n3. REINFORCE gradient on the analytic world: {grad[0]['policy']}, {args.grad_steps} steps, B={args.grad_B}, "
-              f"{args.grad_batches} independent batches per K")
-        head = f"{'K':>3}{'baseline':>11}{'tr Cov(g)':>12}{'/ rloo':>9}{'|E g|':>10}{'|E g - E g_none|':>18}{'± se':>9}"
-        print(head)
-        print("-" * len(head))
+        print(f"\n3. REINFORCE gradient on the analytic world (the estimator lab, jsbench estimators): {grad[0]['policy']}")
         for g in grad:
-            for n in BASELINES:
-                print(f"{g['K']:>3}{n:>11}{g['total_variance'][n]:>12.3e}{g['variance_over_rloo'][n]:>9.3f}{g['mean_grad_norm'][n]:>10.3e}"
-                      f"{g['mean_minus_none_norm'][n]:>18.3e}{g['mean_minus_none_stderr'][n]:>9.1e}")
-            print(f"    rewards: mean {g['reward_mean']:.3f}, within-context σ̂² {g['sigma2_hat']:.3f}, between-context τ̂² {g['tau2_hat']:.3f}")
+            print(f"   K={g['K']}: " + lab_table(g["lab"]).replace("\n", "\n   ").rstrip())
     t_grad = time.perf_counter() - t2
 
     print()

@@ -22,6 +22,8 @@ from jsbench.baselines import (
     js_shrink,
     js_shrinkage,
     js_target,
+    jspo_baseline,
+    jspo_shrinkage,
     none_baseline,
     rloo_baseline,
     validate_baseline,
@@ -35,6 +37,7 @@ TENSOR_BASELINES = {
     "xctx": xctx_baseline,
     "js": js_baseline,
     "js-plugin": js_plugin_baseline,
+    "jspo": jspo_baseline,
 }
 SHRINKAGE = {"js": js_shrinkage, "js-plugin": js_plugin_shrinkage}
 
@@ -175,7 +178,7 @@ def test_js_endpoints_are_exactly_rloo_and_xctx(dtype):
 
 def test_registry_results_and_advantages():
     r = _rewards(5, 3, seed=4)
-    assert list(BASELINES) == ["none", "rloo", "xctx", "js", "js-plugin"]
+    assert list(BASELINES) == ["none", "rloo", "xctx", "js", "js-plugin", "jspo"]
     for name, fn in TENSOR_BASELINES.items():
         res = compute_baseline(name, r)
         assert isinstance(res, BaselineResult)
@@ -183,8 +186,9 @@ def test_registry_results_and_advantages():
         adv, shrink = advantages(name, r)
         assert torch.equal(adv, r - res.baseline)
         assert shrink == res.shrinkage
-        if name in SHRINKAGE:
-            assert shrink == pytest.approx(SHRINKAGE[name](r).mean().item()) and 0.0 <= shrink <= 1.0
+        if name in SHRINKAGE or name == "jspo":
+            lam = SHRINKAGE[name](r) if name in SHRINKAGE else jspo_shrinkage(r)
+            assert shrink == pytest.approx(lam.mean().item()) and 0.0 <= shrink <= 1.0
         else:
             assert shrink is None
 
@@ -504,3 +508,42 @@ def test_unknown_baseline_and_bad_shapes():
         compute_baseline("rloo", torch.zeros(8))
     assert "[contexts, samples]" in _one_line(exc)
     validate_baseline("none", 1, 1)  # plain REINFORCE runs on anything
+
+
+# ---------------------------------------------------------------------------------------------
+# (f) jspo: JSPO's two-level leave-one-out shrinkage (arXiv 2511.03710, its official implementation)
+
+
+def _brute_jspo(r: list[list[float]]) -> list[list[float]]:
+    """The definition, one sample at a time: rloo within context i, every shrinkage statistic over j != i."""
+    out = []
+    for i, row in enumerate(r):
+        others = [x for j, x in enumerate(r) if j != i]
+        k = len(row)
+        means = [sum(x) / k for x in others]
+        m = sum(means) / len(means)
+        v2 = sum(sum((y - sum(x) / k) ** 2 for y in x) / (k - 1) / k for x in others) / len(others)
+        s2 = sum((mu - m) ** 2 for mu in means) / len(means)
+        lam = v2 / (v2 + s2 + 1e-6)
+        out.append([(1 - lam) * sum(row[l] for l in range(k) if l != kk) / (k - 1) + lam * m for kk in range(k)])
+    return out
+
+
+@pytest.mark.parametrize("b,k", [(2, 2), (3, 4), (7, 3)])
+def test_jspo_matches_its_definition(b, k):
+    r = _rewards(b, k, seed=10 * b + k)
+    torch.testing.assert_close(jspo_baseline(r), torch.tensor(_brute_jspo(r.tolist()), dtype=r.dtype), rtol=1e-12, atol=1e-12)
+    lam = jspo_shrinkage(r)
+    assert lam.shape == (b, 1) and ((lam >= 0) & (lam < 1)).all()
+
+
+def test_jspo_leaves_out_the_own_reward_and_the_own_context_in_its_shrinkage():
+    r = _rewards(6, 3, seed=21)
+    for i, kk in itertools.product(range(6), range(3)):
+        r2 = r.clone()
+        r2[i, kk] += 37.5
+        assert torch.equal(jspo_baseline(r)[i, kk], jspo_baseline(r2)[i, kk])  # b_ik never uses r_ik
+        assert torch.equal(jspo_shrinkage(r)[i], jspo_shrinkage(r2)[i])  # lam_i never uses context i
+    with pytest.raises(BaselineError) as exc:
+        compute_baseline("jspo", torch.zeros(1, 4))
+    assert "B=1" in _one_line(exc)

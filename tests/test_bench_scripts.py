@@ -39,9 +39,9 @@ def test_bench_baselines(tmp_path, capsys):
     assert big["mse"]["js"] < big["mse"]["xctx"]  # many contexts that differ a lot: js follows rloo, not xctx
     assert set(data["claims"]) == {"js", "js-plugin"} and data["claims"]["js"]["points"] == 4
     b = data["bandit_gradient_error"][0]
-    assert b["over_rloo"]["rloo"] == 1.0 and set(b["over_rloo"]) == {"none", "rloo", "xctx", "js", "js-plugin"}
+    assert b["over_rloo"]["rloo"] == 1.0 and set(b["over_rloo"]) == {"none", "rloo", "xctx", "js", "js-plugin", "jspo"}
     g = data["gradient_variance"][0]
-    assert set(g["total_variance"]) == {"none", "rloo", "xctx", "js", "js-plugin"} and g["variance_over_rloo"]["rloo"] == 1.0
+    assert set(g["total_variance"]) == {"none", "rloo", "xctx", "js", "js-plugin", "jspo"} and g["variance_over_rloo"]["rloo"] == 1.0
     assert "claim 'MSE(js) <= MSE(rloo) within 3 paired standard errors" in capsys.readouterr().out
     # without --write or --out nothing is written
     before = sorted(p.name for p in tmp_path.iterdir())
