@@ -227,6 +227,10 @@ def eval_(
     from jsbench.suites import load_suite
 
     validate_eval_options(split, suite, metadata)  # refused before any weights load
+    from jsbench.backbones import backbone_class
+    from jsbench.suites import preflight
+
+    preflight(suite, backbone_class(backbone))  # what the suite cannot score (ocr without text, hpdv2 without HPSv2)
     prompt_list = read_prompts_file(prompts_file) if prompts_file is not None else None  # refuse before loading weights
     ctx = get_context()
     bb = _backbone(backbone, model, pick_device(device, dist=ctx), dtype, offload, decode_chunk, progress)  # one accelerator per process
@@ -294,6 +298,9 @@ def compare(
     validate_compare_options(check, strict, list(report), leaderboards, suite, tolerance=tolerance,
                              backbone_name=getattr(backbone_class(backbone), "name", backbone), steps_list=list(steps))
     zoo_specs = parse_zoo(zoo)
+    from jsbench.suites import preflight
+
+    preflight(suite, backbone_class(backbone))  # what the suite cannot score, before any weights load
     bb = _backbone(backbone, model, device, dtype, offload, decode_chunk, progress)
     s = load_suite(suite, bb)
     others = [_backbone(name, other_model or None, device, dtype, offload, decode_chunk, progress) for name, _, other_model in (d.partition("=") for d in distilled)]

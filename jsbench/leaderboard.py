@@ -65,7 +65,7 @@ def provenance_key(provenance: dict) -> tuple[str, ...]:
 
 def provenance_text(provenance: dict) -> str:
     """One line for a section header: what scored its rows."""
-    names = {"detector": "detector", "color_model": "colour model", "prompt_set": "prompts sha256", "ocr_engine": "OCR engine", "reward_model": "reward model"}
+    names = {"detector": "detector", "color_model": "colour model", "prompt_set": "prompts sha256", "ocr_engine": "OCR engine", "reward_model": "reward model", "protocol": "protocol"}
     parts = [f"{names[f]} `{provenance[f]}`" for f in PROVENANCE_FIELDS if provenance.get(f)]
     return "Scored by " + ", ".join(parts) + "." if parts else ""
 

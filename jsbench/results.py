@@ -19,7 +19,7 @@ from jsbench.evaluate import EvalRun, ScheduleSource
 from jsbench.io import append_lines
 from jsbench.scoring.geneval_prompts import prompt_set_hash as entries_hash
 
-PROVENANCE_FIELDS = ("detector", "color_model", "prompt_set", "ocr_engine", "reward_model")
+PROVENANCE_FIELDS = ("detector", "color_model", "prompt_set", "ocr_engine", "reward_model", "protocol")
 # a record is one (configuration, provenance, task, metric): numbers from another detector, colour model,
 # prompt set, OCR engine or reward model are another record, never a replacement
 KEY_FIELDS = ("backbone", "model_id", "steps", "budget", "method", "suite", "task", "metric", *PROVENANCE_FIELDS)
@@ -53,6 +53,7 @@ class Record:
     prompt_set: str | None = None  # sha256 of the evaluated prompts, one json.dumps(metadata) a line
     ocr_engine: str | None = None
     reward_model: str | None = None
+    protocol: str | None = None  # HPDv2: "hpdv2-train" (the papers') or "benchmark-split" (the fallback)
 
     def key(self) -> tuple:
         return tuple(getattr(self, f) for f in KEY_FIELDS)

@@ -391,7 +391,9 @@ class ClipScoreReward(_ClipReward):
 
 @register_reward("hps")
 def _hps(backbone=None) -> HpsReward:
-    """HPSv2 at $JSBENCH_HPS_VERSION (v2.0 or v2.1, default v2.1) from $JSBENCH_HPS_CHECKPOINT or the HF cache."""
+    """HPSv2 at $JSBENCH_HPS_VERSION (v2.0 or v2.1, default v2.1) from $JSBENCH_HPS_CHECKPOINT or the HF cache;
+    a missing checkpoint is refused here, before training samples anything."""
+    resolve_hps_checkpoint()
     return HpsReward()
 
 
