@@ -73,3 +73,17 @@ def test_score_and_aggregate_with_real_ocr(suite):
 def test_score_checks_lengths(suite):
     with pytest.raises(ValueError):
         suite.score(torch.zeros(2, 3, 64, 256), suite.items("test")[:3])
+
+
+@pytest.mark.parametrize("command", ["eval", "compare"])
+@pytest.mark.parametrize("backbone", ["detail", "scenes-dit"])
+def test_cli_refuses_ocr_on_worlds_without_text_before_loading(cli, command, backbone, monkeypatch):
+    import jsbench.backbones as backbones
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the backbone was loaded before the refusal")
+
+    monkeypatch.setattr(backbones, "load_backbone", no_loading)
+    code, out, err = cli(command, "--suite", "ocr", "--backbone", backbone, "--steps", "3", "--seeds", "1", "--no-progress")
+    assert code == 2 and out == ""
+    assert err.strip().count("\n") == 0 and backbone in err and "--backbone analytic" in err
