@@ -43,6 +43,8 @@ def task_of(prompt: str) -> str:
 class OcrSuite:
     name = "ocr"
     primary_metric = "word_accuracy"
+    # beside the leaderboard (`jsbench.metric_tables`): MARIO-Eval's metrics under its names, pooled
+    leaderboard_metrics = ("accuracy", "precision", "recall", "f_measure", "ned", "word_accuracy")
 
     def __init__(self, backbone=None, engine: str | None = None, prompts_file: str | None = None, **engine_options):
         from jsbench.world.text import load_text_prompts, make_text_prompts, parse_text_prompt
@@ -52,6 +54,7 @@ class OcrSuite:
         self.engine_name = engine or default_engine()
         self._engine_options = engine_options
         self._engine = None
+        self._prompts_file = prompts_file
         if prompts_file is not None:
             self._prompts = load_text_prompts(prompts_file)
         else:
@@ -60,6 +63,16 @@ class OcrSuite:
         for p in self._prompts:
             spec = parse_text_prompt(p)
             self._meta[p] = {"targets": list(spec.words), "carrier": spec.carrier}
+
+    @property
+    def leaderboard_about(self) -> str:
+        """What the further-metrics section says of its numbers: the prompts, and why they are not the paper's."""
+        prompts = f"the prompts of {self._prompts_file}" if self._prompts_file else (
+            f"the text world's held-out prompts (make_text_prompts seed {SUITE_SEED}, {SUITE_PROMPTS} prompts, every 4th for test)")
+        return (f"MARIO-Eval's metrics (TextDiffuser's eval/ocr_eval.py): accuracy (sorted read words joined equal the "
+                f"targets'), precision, recall and F from the precision and recall pooled over every image; `overall` "
+                f"pools every image, each task's mean beside it. On {prompts}, read by the OCR engine each section names: "
+                f"neither is MARIO-Eval's (MaskTextSpotterV3, six subsets), so the values are not the paper's.")
 
     def provenance(self) -> dict:
         """What read the images (recorded with every result, beside the sha256 of the prompts evaluated)."""
