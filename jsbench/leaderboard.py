@@ -15,6 +15,7 @@ from pathlib import Path
 
 from jsbench.results import PROVENANCE_FIELDS, Record, latest, paired_metrics
 
+OVERALL_RULES = {"ocr": "overall = every image pooled, as MARIO-Eval pools"}  # else GenEval's mean of the task means
 METHOD_ORDER = ["default", "uniform", "global", "js", "js (prompt-only)", "js-plugin", "rloo", "xctx", "none"]
 ZOO_ORDER = {k: i for i, k in enumerate(["karras", "exponential", "beta", "ays", "oss", "searched", "file"])}
 
@@ -116,7 +117,8 @@ def build_tables(records: list[Record], suite: str, metric: str) -> list[Table]:
 
 def render_markdown(tables: list[Table], suite: str, metric: str, command: str, extra: str = "") -> str:
     """The page: `command` regenerates all of it; each section names the command that made it."""
-    out = [f"# {suite} leaderboard", "", f"Metric: `{metric}` (overall = mean of the task means). Regenerate every section: `{command}`.", ""]
+    rule = OVERALL_RULES.get(suite, "overall = mean of the task means")
+    out = [f"# {suite} leaderboard", "", f"Metric: `{metric}` ({rule}). Regenerate every section: `{command}`.", ""]
     others = unofficial_detectors(tables, suite)
     if others:
         out += [f"**Detector:** {', '.join(f'`{d}`' for d in others)}, not GenEval's official detector (mmdet's Mask2Former "
