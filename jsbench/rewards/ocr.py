@@ -41,7 +41,6 @@ __all__ = [
     "DEFAULT_ENGINE",
     "default_engine",
     "OcrReward",
-    "draws_text",
     "require_text_backbone",
 ]
 
@@ -259,20 +258,12 @@ class EasyOcrEngine:
 # -------------------------------------------------------------------------------------------- reward
 
 
-def draws_text(backbone) -> bool:
-    """Whether a backbone (or its class) can draw the quoted text of a prompt: its `draws_text` when it
-    declares one (the embedded worlds: only analytic's text world does), else True for a text-to-image
-    model (one that does not draw an embedded world)."""
-    declared = getattr(backbone, "draws_text", None)
-    return bool(declared) if declared is not None else not getattr(backbone, "draws_embedded_world", False)
-
-
 def require_text_backbone(backbone, what: str) -> None:
-    """One line (JsbenchError) when `backbone` cannot draw text: OCR would score images with no text in them."""
-    if not draws_text(backbone):
-        name = getattr(backbone, "name", type(backbone).__name__)
+    """One line (JsbenchError) when `backbone` (or its class) cannot draw text (`Backbone.draws_text`): OCR
+    would score images with no text in them."""
+    if not backbone.draws_text:
         raise JsbenchError(
-            f"{what} needs a backbone that draws text; {name} draws an embedded world without text: use "
+            f"{what} needs a backbone that draws text; {backbone.name} draws an embedded world without text: use "
             "--backbone analytic (the embedded text world) or a text-to-image model (sdxl, sd35, flux-dev)"
         )
 
