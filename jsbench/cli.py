@@ -326,6 +326,10 @@ def eval_(
 
     validate_eval_options(split, suite, metadata)  # refused before any weights load
     check_limit(limit)
+    from jsbench.backbones import backbone_class
+    from jsbench.suites import preflight
+
+    preflight(suite, backbone_class(backbone))  # what the suite cannot score (ocr without text, hpdv2 without HPSv2)
     prompt_list = read_prompts_file(prompts_file) if prompts_file is not None else None  # refuse before loading weights
     ctx = get_context()
     bb = _backbone(backbone, model, pick_device(device, dist=ctx), dtype, offload_mode or offload, decode_chunk, progress, guidance)  # one accelerator per process
@@ -435,6 +439,9 @@ def compare(
     from jsbench.protocol import first_per_task
 
     device = pick_device(device, dist=dist)  # one accelerator per process
+    from jsbench.suites import preflight
+
+    preflight(suite, backbone_class(backbone))  # what the suite cannot score, before any weights load
     bb = _backbone(backbone, model, device, dtype, offload_mode or offload, decode_chunk, progress and dist.is_main, guidance)
     s = load_suite(suite, bb)
     items = first_per_task(s.items("test"), limit) if limit is not None else None

@@ -25,8 +25,9 @@ class CompareResult:
     written: list[Path] = field(default_factory=list)
 
 
-def shipped_policies(policies_dir: Path, backbone: str, steps: int) -> list[list[Path]]:
-    """The learned rows under policies_dir/<backbone>/ whose manifests match the backbone and budget, each
+def shipped_policies(policies_dir: Path, backbone: str, steps: int, suite: str | None = None) -> list[list[Path]]:
+    """The learned rows under policies_dir/<backbone>/ whose manifests match the backbone and budget (and, given
+    `suite`, were trained on that suite's prompts: an OCR policy is no GenEval row, nor the other way), each
     the list of its training seeds' policy folders: `<row>/seed<S>/` in the order of S, or the row folder
     itself when it holds a manifest.json (a row trained once)."""
     root = Path(policies_dir) / backbone
@@ -38,7 +39,8 @@ def shipped_policies(policies_dir: Path, backbone: str, steps: int) -> list[list
             found = [m.parent for m in folder.glob("seed*/manifest.json") if m.parent.name[4:].isdigit()]
             seeds = sorted(found, key=lambda p: int(p.name[4:]))
         manifests = [read_manifest(p) for p in seeds]
-        if seeds and all(m.get("backbone") == backbone and m.get("steps") == steps for m in manifests):
+        if seeds and all(m.get("backbone") == backbone and m.get("steps") == steps and (suite is None or m.get("suite", suite) == suite)
+                        for m in manifests):
             rows.append(seeds)
     return rows
 
@@ -154,7 +156,7 @@ def run_compare(
     made = []  # this run's records: the sections it writes hold these rows and no older ones
     plan = []  # (steps, specs): every row first, so one bar covers them all
     for steps in steps_list:
-        found = shipped_policies(policies_dir, backbone.name, steps)
+        found = shipped_policies(policies_dir, backbone.name, steps, suite.name)
         if not found:
             log(f"no learned policies for {backbone.name} at {steps} steps under {policies_dir}/{backbone.name}/: "
                 "only default, extra and ceiling rows (pass --policies FOLDER to use others)")
@@ -240,12 +242,19 @@ def run_compare(
     # the page links every backbone's figures on disk, not only this run's (its tables cover them all)
     figures = figure_links(leaderboard_dir, suite.name)
     extra = "\n".join(f"### {title}\n\n![{title}]({path.relative_to(leaderboard_dir)})\n" for title, path in figures)
+    extra = ("## Figures\n\n" + extra) if extra else ""
+    further = []  # a suite's further metrics (ocr: MARIO-Eval's), beside the primary one's tables
+    if getattr(suite, "leaderboard_metrics", ()):
+        from jsbench.metric_tables import write_metric_tables
+
+        metrics_csv, section = write_metric_tables(leaderboard_dir, suite, made, steps_list)
+        further, extra = [metrics_csv], section + ("\n" + extra if extra else "")
     md = leaderboard_dir / f"{suite.name}.md"
-    write_text_atomic(md, render_markdown(all_tables, suite.name, metric, REGENERATE_ALL, extra=("## Figures\n\n" + extra) if extra else ""))
+    write_text_atomic(md, render_markdown(all_tables, suite.name, metric, REGENERATE_ALL, extra=extra))
     write_text_atomic(csv_path, render_csv(all_tables))
     # the per-image scores behind each row: what `--check` pairs a fresh run with
     scores = write_scores(scores_path(leaderboard_dir, suite.name), all_tables, runs, suite.name, metric, provenance)
-    result.written = [md, csv_path, scores, *(p for _, p in fresh)]
+    result.written = [md, csv_path, scores, *further, *(p for _, p in fresh)]
     discard_partial(records_path)  # every row is filed: the side files that let a rerun resume go now
     return result
 

@@ -18,6 +18,7 @@ from jsbench import JsbenchError
 from jsbench.results import PROVENANCE_FIELDS, Record, latest, paired_metrics
 from jsbench.stats import SE_LEGEND, TWO_LEVEL_LEGEND
 
+OVERALL_RULES = {"ocr": "overall = every image pooled, as MARIO-Eval pools"}  # else GenEval's mean of the task means
 METHOD_ORDER = ["default", "uniform", "global", "js", "js (prompt-only)", "js-plugin", "rloo", "xctx", "none"]
 ZOO_ORDER = {k: i for i, k in enumerate(["karras", "exponential", "beta", "ays", "oss", "oss-mean", "oss-image", "searched", "file"])}
 
@@ -70,7 +71,7 @@ def provenance_key(provenance: dict) -> tuple[str, ...]:
 def provenance_text(provenance: dict) -> str:
     """One line for a section header: what scored its rows."""
     names = {"detector": "detector", "color_model": "colour model", "prompt_set": "prompts sha256", "ocr_engine": "OCR engine", "reward_model": "reward model",
-             "guidance": "guidance scale"}
+             "guidance": "guidance scale", "protocol": "protocol"}
     parts = [f"{names[f]} `{provenance[f]}`" for f in PROVENANCE_FIELDS if provenance.get(f) and f != "guidance"]
     text = "Scored by " + ", ".join(parts) + "." if parts else ""
     if provenance.get("guidance"):
@@ -154,7 +155,8 @@ def noise_text(t: Table) -> str:
 
 def render_markdown(tables: list[Table], suite: str, metric: str, command: str, extra: str = "") -> str:
     """The page: `command` regenerates all of it; each section names the command that made it."""
-    out = [f"# {suite} leaderboard", "", f"Metric: `{metric}` (overall = mean of the task means). Regenerate every section: `{command}`.", ""]
+    rule = OVERALL_RULES.get(suite, "overall = mean of the task means")
+    out = [f"# {suite} leaderboard", "", f"Metric: `{metric}` ({rule}). Regenerate every section: `{command}`.", ""]
     others = unofficial_detectors(tables, suite)
     if others:
         out += [f"**Detector:** {', '.join(f'`{d}`' for d in others)}, not GenEval's official detector (mmdet's Mask2Former "
@@ -342,8 +344,9 @@ _INT_FIELDS = ("steps", "budget", "n_images", "n_prompts")
 _FLOAT_FIELDS = ("value", "stderr", "delta", "delta_stderr", "delta_global", "delta_global_stderr")
 
 
-def read_committed(path: str | Path) -> list[dict]:
-    """The rows of a leaderboard CSV (none when the file does not exist), validated: a damaged file (no
+def read_committed(path: str | Path, fields: list[str] | None = None) -> list[dict]:
+    """The rows of a leaderboard CSV (none when the file does not exist; `fields`: its known columns, default
+    CSV_FIELDS), validated: a damaged file (no
     header, an unknown column, a row with too few or too many fields, a value that is not a number where
     one belongs, a last row cut short without its newline) is refused in one line naming the line, so a
     check never runs against half a leaderboard."""
@@ -358,7 +361,7 @@ def read_committed(path: str | Path) -> list[dict]:
     missing = [f for f in REQUIRED_CSV_FIELDS if f not in header]
     if missing:
         raise JsbenchError(f"{path}:1: not a leaderboard header (no {', '.join(missing)} column); {fix}")
-    unknown = [f for f in header if f not in CSV_FIELDS]
+    unknown = [f for f in header if f not in (CSV_FIELDS if fields is None else fields)]
     if unknown:
         raise JsbenchError(f"{path}:1: unknown column {unknown[0]!r}; {fix}")
     if not text.endswith("\n"):

@@ -264,8 +264,11 @@ def plan_compare(suite: str, backbone: str, steps_list: list[int], *, gpu: str =
         if policies_dir is not None:
             from jsbench.compare import shipped_policies
 
-            for p in shipped_policies(policies_dir, getattr(cls, "name", backbone) or backbone, steps):
-                plan.rows.append(cost.row(f"policy:{p.name}", steps, images))
+            for folders in shipped_policies(policies_dir, getattr(cls, "name", backbone) or backbone, steps, suite):
+                # a learned row is the mean of its training seeds: each seed's policy samples every image
+                name = folders[0].parent.name if folders[0].name.startswith("seed") else folders[0].name
+                plan.rows.append(cost.row(f"policy:{name} ({len(folders)} training seeds)" if len(folders) > 1 else f"policy:{name}",
+                                          steps, images * len(folders)))
         if i == 0:
             n = int(ceiling.partition(":")[2] or cls.ceiling_steps)
             plan.rows.append(cost.row(f"ceiling ({n} steps{', pipeline default' if ceiling != 'ceiling' else ''})", n, images))

@@ -21,7 +21,7 @@ from jsbench.scoring.geneval_prompts import prompt_set_hash as entries_hash
 from jsbench.stats import paired_two_level, two_level
 from jsbench.suites.base import TaskMetric
 
-PROVENANCE_FIELDS = ("detector", "color_model", "prompt_set", "ocr_engine", "reward_model", "guidance")
+PROVENANCE_FIELDS = ("detector", "color_model", "prompt_set", "ocr_engine", "reward_model", "protocol", "guidance")
 # a record is one (configuration, provenance, task, metric): numbers from another detector, colour model,
 # prompt set, OCR engine, reward model or guidance scale are another record, never a replacement
 KEY_FIELDS = ("backbone", "model_id", "steps", "budget", "method", "suite", "task", "metric", *PROVENANCE_FIELDS)
@@ -55,6 +55,7 @@ class Record:
     prompt_set: str | None = None  # sha256 of the evaluated prompts, one json.dumps(metadata) a line
     ocr_engine: str | None = None
     reward_model: str | None = None
+    protocol: str | None = None  # HPDv2: "hpdv2-train" (the papers') or "benchmark-split" (the fallback)
     guidance: str | None = None  # the backbone's guidance scale, e.g. "3.5" (None: it takes none, or not recorded)
     # noise: image k of a prompt from `noise_seed(prompt, seed base + k)` under scheme `noise` (None: older
     # records, where every prompt shared seeds 0..n-1)

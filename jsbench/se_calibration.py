@@ -31,7 +31,7 @@ def replicate_rows(backbone, suite, steps: int, policies_dir: Path, *, seeds: in
     for spec in schedules:
         source = resolve_schedule(spec, backbone, steps, suite=suite, log=log)
         runs[source.label] = evaluate(backbone, suite, source, seeds, seed_base=seed_base, batch_size=batch_size, progress=False)
-    for seed_folders in shipped_policies(policies_dir, backbone.name, steps):
+    for seed_folders in shipped_policies(policies_dir, backbone.name, steps, suite.name):
         source, run = evaluate_learned_row(backbone, suite, seed_folders, steps, seeds=seeds, seed_base=seed_base, batch_size=batch_size, log=log)
         if source.label in runs:
             raise JsbenchError(f"two rows are labelled {source.label!r} under {policies_dir}/{backbone.name}: rename one")

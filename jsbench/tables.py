@@ -16,7 +16,7 @@ from pathlib import Path
 from rich import box
 from rich.table import Table as RichTable
 
-COMPARE_FOOTNOTE = "overall = mean of the task means; --tasks adds a column per task, --format csv|json gives every value"
+COMPARE_FOOTNOTE = "overall = mean of the task means (ocr: every image pooled); --tasks adds a column per task, --format csv|json gives every value"
 CHECK_STYLES = {"regressed": "red", "missing": "yellow", "improved": "green"}
 
 

@@ -342,7 +342,7 @@ def _records(tmp_path, suite, method="default", value=0.5):
     return make_records(bb, suite, source, run)
 
 
-def test_records_carry_provenance_and_old_records_still_load(tmp_path):
+def test_records_carry_provenance_and_old_records_still_load(tmp_path, monkeypatch):
     from jsbench.results import append_records, read_records
 
     official = load_suite("geneval", REAL, detector="owl")
@@ -367,8 +367,12 @@ def test_records_carry_provenance_and_old_records_still_load(tmp_path):
     assert world.provenance() == {"detector": "embedded-exact", "color_model": "embedded-exact"}
     for style in ("anime", "concept-art", "paintings", "photo"):
         (tmp_path / f"{style}.json").write_text(json.dumps([f"{style} prompt"]))
-    hps = load_suite("hpdv2", prompts_dir=str(tmp_path), version="v2").provenance()["reward_model"]
-    assert hps.startswith("hps-v2") and hps.endswith(":xswu/HPSv2")
+    (tmp_path / "HPS_v2_compressed.pt").write_bytes(b"")  # provenance locates the checkpoint (refuses without one)
+    monkeypatch.setenv("JSBENCH_HPS_CHECKPOINT", str(tmp_path / "HPS_v2_compressed.pt"))
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))  # no HPDv2 training set cached either
+    hps = load_suite("hpdv2", prompts_dir=str(tmp_path), version="v2").provenance()
+    assert hps["reward_model"].startswith("hps-v2") and hps["reward_model"].endswith("HPS_v2_compressed.pt")
+    assert hps["protocol"] == "benchmark-split"  # no training set in tmp_path (nor its parent)
     assert load_suite("ocr").provenance()["ocr_engine"]
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections import Counter
 from types import SimpleNamespace
 
@@ -139,21 +140,40 @@ def test_owl_postprocessing_matches_transformers(tmp_path):
     images = torch.rand(2, 3, 24, 40)
     out = det.raw(images, ["dog", "cat"])
     mine = owl_postprocess(out.logits, out.pred_boxes, ["dog", "cat"], [(24, 40)] * 2, padded=True, min_score=0.3, iou=1.1)
-    ref = Owlv2ImageProcessor().post_process_object_detection(out, threshold=0.3, target_sizes=[(40, 40)] * 2)
-    for got, want in zip(mine, ref):
-        assert len(got) == len(want["scores"]) > 0
-        order = want["scores"].argsort(descending=True)
-        boxes = want["boxes"][order].clone()
-        boxes[:, 0::2] = boxes[:, 0::2].clamp(0, 40)
-        boxes[:, 1::2] = boxes[:, 1::2].clamp(0, 24)
-        torch.testing.assert_close(torch.tensor([d.confidence for d in got]), want["scores"][order], rtol=1e-5, atol=1e-6)
-        torch.testing.assert_close(torch.tensor([d.box for d in got]), boxes, rtol=1e-4, atol=1e-3)
-        assert [d.label for d in got] == [["dog", "cat"][i] for i in want["labels"][order]]
+    # per class, transformers' post-processing of that class's logits alone (each class scored independently)
+    for c, name in enumerate(["dog", "cat"]):
+        one = type(out)(logits=out.logits[..., c : c + 1], pred_boxes=out.pred_boxes)
+        ref = Owlv2ImageProcessor().post_process_object_detection(one, threshold=0.3, target_sizes=[(40, 40)] * 2)
+        for got, want in zip(mine, ref):
+            got = [d for d in got if d.label == name]
+            assert len(got) == len(want["scores"]) > 0
+            order = want["scores"].argsort(descending=True)
+            boxes = want["boxes"][order].clone()
+            boxes[:, 0::2] = boxes[:, 0::2].clamp(0, 40)
+            boxes[:, 1::2] = boxes[:, 1::2].clamp(0, 24)
+            torch.testing.assert_close(torch.tensor([d.confidence for d in got]), want["scores"][order], rtol=1e-5, atol=1e-6)
+            torch.testing.assert_close(torch.tensor([d.box for d in got]), boxes, rtol=1e-4, atol=1e-3)
     # detect(): class names from the caller, NMS on top, every box inside the image
     dets = det.detect(images, ["dog", "cat", "dog"])
     assert len(dets) == 2 and all(d.label in {"dog", "cat"} and d.confidence >= 0.3 for d in dets[0])
     assert all(0 <= d.box[0] <= d.box[2] <= 40 and 0 <= d.box[1] <= d.box[3] <= 24 for ds in dets for d in ds)
     assert sum(len(d) for d in dets) <= sum(len(d) for d in mine)
+
+
+def test_owl_scores_each_class_independently():
+    # 3 boxes; box 0 scores high for both dog and cat (overlapping classes), box 1 only for dog, box 2 for none
+    logit = lambda p: math.log(p / (1 - p))  # noqa: E731
+    logits = torch.tensor([[[logit(0.8), logit(0.9)], [logit(0.6), logit(0.1)], [logit(0.2), logit(0.2)]]])
+    boxes = torch.tensor([[[0.25, 0.25, 0.2, 0.2], [0.75, 0.75, 0.2, 0.2], [0.5, 0.5, 0.1, 0.1]]])
+    both = owl_postprocess(logits, boxes, ["dog", "cat"], [(40, 40)], padded=True, min_score=0.3)[0]
+    dog = owl_postprocess(logits[..., :1], boxes, ["dog"], [(40, 40)], padded=True, min_score=0.3)[0]
+    cat = owl_postprocess(logits[..., 1:], boxes, ["cat"], [(40, 40)], padded=True, min_score=0.3)[0]
+    # box 0 counts as a dog (0.8) and as a cat (0.9): a best-class-per-box rule would give one dog, not two
+    assert sorted((d.label, round(d.confidence, 4)) for d in both) == [("cat", 0.9), ("dog", 0.6), ("dog", 0.8)]
+    # a class's detections are the same whether queried alone or with the other class
+    for name, alone in (("dog", dog), ("cat", cat)):
+        assert [(d.box, d.confidence) for d in both if d.label == name] == [(d.box, d.confidence) for d in alone]
+    assert both[0].box == both[1].box  # the same box, two classes
 
 
 def test_nms_keeps_best_of_overlaps():

@@ -10,7 +10,7 @@ import torch
 from jsbench import JsbenchError
 from jsbench.rewards.clip import ClipModel, HpsReward
 from jsbench.suites import available_suites, load_suite
-from jsbench.suites.hpdv2 import STYLES, load_hpdv2_prompts
+from jsbench.suites.hpdv2 import FALLBACK_PROTOCOL, PAPER_PROTOCOL, STYLES, load_hpdv2_prompts
 
 
 @pytest.fixture
@@ -37,7 +37,10 @@ def test_prompts_from_folder_and_splits(bench, monkeypatch):
     prompts = load_hpdv2_prompts(str(bench))  # files under benchmark/
     assert list(prompts) == list(STYLES) and all(len(v) == 8 for v in prompts.values())
     monkeypatch.setenv("JSBENCH_HPDV2_DIR", str(bench / "benchmark"))  # files directly
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(bench / "hub"))  # no training set anywhere: the fallback split
     suite = load_suite("hpdv2")
+    assert suite.protocol == FALLBACK_PROTOCOL
     test, train, everything = suite.items("test"), suite.items("train"), suite.items("all")
     assert len(everything) == 32 and len(test) == 8 and len(train) == 24
     assert {it.task for it in test} == set(STYLES)
@@ -69,3 +72,45 @@ def test_score_and_aggregate_with_hps(bench):
     metrics = {(m.task, m.metric): m for m in suite.aggregate(scores, items)}
     assert metrics[("anime", "hps")].value == pytest.approx(100.0, abs=1e-3)
     assert metrics[("overall", "hps")].value == pytest.approx(50.0, abs=1e-3)
+
+
+def test_papers_protocol_with_the_training_set(bench, monkeypatch):
+    # train.json beside benchmark/: evaluation on every benchmark prompt, training on the training set's prompts
+    entries = [{"prompt": f"train prompt {i % 5}", "image_path": ["a.png", "b.png"]} for i in range(9)]
+    (bench / "train.json").write_text(json.dumps(entries))
+    suite = load_suite("hpdv2", prompts_dir=str(bench))
+    assert suite.protocol == PAPER_PROTOCOL
+    assert suite.items("test") == suite.items("all") and len(suite.items("test")) == 32
+    train = suite.items("train")
+    assert [it.prompt for it in train] == [f"train prompt {i}" for i in range(5)]  # distinct, in order
+    assert not {it.prompt for it in train} & {it.prompt for it in suite.items("test")}
+
+
+def test_hpsv2_packages_benchmark_folder_is_found(tmp_path, bench, monkeypatch):
+    monkeypatch.delenv("JSBENCH_HPDV2_DIR", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    root = tmp_path / "hpsroot"
+    (root / "datasets").mkdir(parents=True)
+    (bench / "benchmark").rename(root / "datasets" / "benchmark")
+    monkeypatch.setenv("HPS_ROOT", str(root))
+    assert all(len(v) == 8 for v in load_hpdv2_prompts().values())
+
+
+def test_missing_hps_weights_refused_before_sampling(bench, tmp_path, monkeypatch):
+    from jsbench.suites import preflight
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.delenv("JSBENCH_HPS_CHECKPOINT", raising=False)
+    monkeypatch.setenv("JSBENCH_HPDV2_DIR", str(bench))
+    suite = load_suite("hpdv2")
+    assert len(suite.items("test")) == 8  # listing prompts needs no weights
+    for check in (suite.provenance, lambda: preflight("hpdv2")):  # evaluation reads provenance before sampling
+        with pytest.raises(JsbenchError) as err:
+            check()
+        assert "\n" not in str(err.value) and "HPS_v2.1_compressed.pt" in str(err.value) and "hf download" in str(err.value)
+    (tmp_path / "hps.pt").write_bytes(b"")
+    monkeypatch.setenv("JSBENCH_HPS_CHECKPOINT", str(tmp_path / "hps.pt"))
+    preflight("hpdv2")
+    assert suite.provenance()["protocol"] == "benchmark-split"

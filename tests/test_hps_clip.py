@@ -53,9 +53,19 @@ def clip():
     return ClipModel(TinyClip(), tokenize, image_size=16, device="cpu")
 
 
-def test_registered():
+def test_registered(tmp_path, monkeypatch):
     assert {"hps", "clip"} <= set(available_rewards())
-    assert load_reward("hps").name == "hps" and load_reward("clip").name == "clip"
+    assert load_reward("clip").name == "clip"
+    # the hps reward finds its checkpoint when built (no weights load), and refuses in one line without it
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.delenv("JSBENCH_HPS_CHECKPOINT", raising=False)
+    with pytest.raises(JsbenchError) as err:
+        load_reward("hps")
+    assert "\n" not in str(err.value) and "xswu/HPSv2" in str(err.value)
+    (tmp_path / "hps.pt").write_bytes(b"")
+    monkeypatch.setenv("JSBENCH_HPS_CHECKPOINT", str(tmp_path / "hps.pt"))
+    assert load_reward("hps").name == "hps"
 
 
 def test_score_formula_is_100_cosine(clip):

@@ -9,7 +9,7 @@ import pytest
 from jsbench.scoring.text import (
     edit_distance,
     exact_match,
-    f1_score,
+    f_measure,
     image_metrics,
     match_precision_recall,
     normalized_edit_distance,
@@ -19,7 +19,7 @@ from jsbench.scoring.text import (
     word_accuracy,
 )
 from jsbench.suites.base import EvalItem
-from jsbench.suites.ocr import f1_metrics
+from jsbench.suites.ocr import OcrSuite, f_measure_metrics
 
 
 def test_targets_are_the_quoted_words_lowercased():
@@ -28,6 +28,9 @@ def test_targets_are_the_quoted_words_lowercased():
     # MARIO-Eval's own prompts quote with single quotes
     assert target_words("a book cover with the title 'Deep Learning'") == ["deep", "learning"]
     assert target_words("a photo of a red circle") == []
+    # an apostrophe inside a word opens no span; one inside a quoted span stays in it
+    assert target_words("don't forget 'milk'") == ["milk"]
+    assert target_words("'Open' written on 'Mike's bar'") == ["open", "mike's", "bar"]
     assert read_words("  RIVER   Bank\tx ") == ["river", "bank", "x"]
 
 
@@ -103,23 +106,25 @@ def test_ocr_reward_formula():
     assert ocr_reward("", "hello world") == 0.0
     # the distance is clipped at the target length: long garbage scores 0, never negative
     assert ocr_reward("x" * 40, "hello world") == 0.0
-    # "thehelloworldsign" is 7 insertions away; Flow-GRPO's shortcut counts a contained target as exact
-    assert ocr_reward("the hello world sign", "hello world") == pytest.approx(0.3)
-    assert ocr_reward("the hello world sign", "hello world", contains_ok=True) == 1.0
+    # "thehelloworldsign" is 7 insertions away (0.3 by the plain formula), but Flow-GRPO's code, and so this
+    # reward by default, counts a target contained in the read text as exact
+    assert ocr_reward("the hello world sign", "hello world") == 1.0
+    assert ocr_reward("the hello world sign", "hello world", contains_ok=False) == pytest.approx(0.3)
+    assert ocr_reward("hello", "hello world") == pytest.approx(0.5)  # a part of the target is not contained
     with pytest.raises(ValueError):
         ocr_reward("x", "  ")
 
 
-def test_f1_from_precision_and_recall():
-    assert f1_score(0.5, 1.0) == pytest.approx(2 / 3)
-    assert f1_score(0.0, 0.0) == 0.0
+def test_f_measure_from_precision_and_recall():
+    assert f_measure(0.5, 1.0) == pytest.approx(2 / 3)
+    assert f_measure(0.0, 0.0) == 0.0
 
 
 def test_image_metrics_all_at_once():
     m = image_metrics("RIVER bamk", 'a sign that says "river bank"')
     assert m == {
         "word_accuracy": 0.0,
-        "exact_match": 0.0,
+        "accuracy": 0.0,
         "precision": 0.5,
         "recall": 0.5,
         "ned": pytest.approx(1 / 9),  # "riverbamk" vs "riverbank": one substitution in 9
@@ -129,11 +134,11 @@ def test_image_metrics_all_at_once():
         image_metrics("x", "no quotes here")
 
 
-def test_f1_comes_from_averaged_precision_and_recall():
-    # per-image F1s are both 2/3, but MARIO's F1 uses the averages P = R = 0.75
+def test_f_measure_comes_from_averaged_precision_and_recall():
+    # per-image F values are both 2/3, but MARIO's F-measure uses the averages P = R = 0.75
     scores = [{"precision": 1.0, "recall": 0.5}, {"precision": 0.5, "recall": 1.0}]
     items = [EvalItem('a "x"', "one_word"), EvalItem('a "y"', "one_word")]
-    by_task = {m.task: m for m in f1_metrics(scores, items)}
+    by_task = {m.task: m for m in f_measure_metrics(scores, items)}
     assert by_task["one_word"].value == pytest.approx(0.75)
     assert by_task["overall"].value == pytest.approx(0.75)
     assert by_task["one_word"].n_images == 2 and by_task["one_word"].n_prompts == 2
@@ -141,19 +146,25 @@ def test_f1_comes_from_averaged_precision_and_recall():
     assert by_task["one_word"].stderr == pytest.approx(0.0, abs=1e-12)
 
 
-def test_f1_overall_is_from_the_task_means():
+def test_overall_pools_every_image_as_mario_does():
+    # 3 one-word images (all read) and 1 two-word image (nothing read): the mean of the task means would be
+    # 0.5, MARIO's pool of all four images is 0.75 for recall and accuracy
     scores = [
-        {"precision": 1.0, "recall": 1.0},
-        {"precision": 1.0, "recall": 0.0},
-        {"precision": 0.0, "recall": 0.0},
-        {"precision": 0.0, "recall": 0.0},
+        {"precision": 1.0, "recall": 1.0, "accuracy": 1.0},
+        {"precision": 1.0, "recall": 1.0, "accuracy": 1.0},
+        {"precision": 1.0, "recall": 1.0, "accuracy": 1.0},
+        {"precision": 0.0, "recall": 0.0, "accuracy": 0.0},
     ]
-    items = [EvalItem('a "a"', "one_word"), EvalItem('a "b"', "one_word"), EvalItem('a "c d"', "two_words"), EvalItem('a "e f"', "two_words")]
-    by_task = {m.task: m for m in f1_metrics(scores, items)}
-    assert by_task["one_word"].value == pytest.approx(f1_score(1.0, 0.5))
-    assert by_task["two_words"].value == 0.0
-    assert by_task["overall"].value == pytest.approx(f1_score(0.5, 0.25))
-    assert math.isfinite(by_task["overall"].stderr) and by_task["overall"].stderr > 0
+    items = [EvalItem('a "a"', "one_word"), EvalItem('a "b"', "one_word"), EvalItem('a "c"', "one_word"), EvalItem('a "e f"', "two_words")]
+    metrics = {(m.task, m.metric): m for m in OcrSuite.aggregate(None, scores, items)}
+    assert metrics[("overall", "recall")].value == pytest.approx(0.75)
+    assert metrics[("overall", "accuracy")].value == pytest.approx(0.75)
+    assert metrics[("one_word", "recall")].value == 1.0 and metrics[("two_words", "recall")].value == 0.0
+    assert metrics[("overall", "recall")].n_images == 4 and metrics[("overall", "recall")].n_prompts == 4
+    # F from the pooled P = R = 0.75, not from the task means (0.5, 0.5)
+    assert metrics[("overall", "f_measure")].value == pytest.approx(0.75)
+    assert metrics[("two_words", "f_measure")].value == 0.0
+    assert math.isfinite(metrics[("overall", "f_measure")].stderr) and metrics[("overall", "f_measure")].stderr > 0
 
 
 def test_bench_ocr_metrics_script_runs_and_agrees(tmp_path, capsys):

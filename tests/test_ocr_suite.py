@@ -28,9 +28,27 @@ def test_registered_with_items_per_split(suite):
 
 def test_prompts_from_a_file(tmp_path):
     path = tmp_path / "mine.txt"
-    path.write_text('a sign that says "hello"\na mug with the text "good morning"\n', encoding="utf-8")
+    # MARIO-Eval's prompts quote with single quotes
+    path.write_text('a sign that says "hello"\na mug with the text "good morning"\na poster that reads \'open late now\'\n', encoding="utf-8")
     items = OcrSuite(prompts_file=str(path)).items("all")
-    assert [it.task for it in items] == ["one_word", "two_words"]
+    assert [it.task for it in items] == ["one_word", "two_words", "many_words"]
+    assert items[2].metadata["targets"] == ["open", "late", "now"]
+
+
+@pytest.mark.parametrize("name", ["detail", "scenes-dit"])
+def test_worlds_without_text_are_refused_in_one_line(name):
+    from jsbench import JsbenchError
+    from jsbench.backbones import backbone_class
+    from jsbench.rewards import load_reward
+
+    cls = backbone_class(name)  # the class says enough: no weights, no sampling
+    for build in (lambda: load_suite("ocr", cls), lambda: load_reward("ocr", cls)):
+        with pytest.raises(JsbenchError) as err:
+            build()
+        msg = str(err.value)
+        assert "\n" not in msg and name in msg and "--backbone analytic" in msg
+    load_suite("ocr", backbone_class("analytic"))  # the text world and text-to-image models are fine
+    load_suite("ocr", backbone_class("sdxl"))
 
 
 def test_score_and_aggregate_with_real_ocr(suite):
@@ -41,18 +59,31 @@ def test_score_and_aggregate_with_real_ocr(suite):
     images = render_text(torch.stack(good + bad))
     scores = suite.score(images, items)
     assert [s["word_accuracy"] for s in scores] == [1, 1, 1, 1, 0, 0]
-    assert scores[5] == {"word_accuracy": 0, "exact_match": 0, "precision": 0, "recall": 0, "ned": 1.0, "ocr_reward": 0}
+    assert scores[5] == {"word_accuracy": 0, "accuracy": 0, "precision": 0, "recall": 0, "ned": 1.0, "ocr_reward": 0}
     metrics = {(m.task, m.metric): m for m in suite.aggregate(scores, items)}
     overall = metrics[("overall", "word_accuracy")]
-    tasks = [m for (t, k), m in metrics.items() if k == "word_accuracy" and t != "overall"]
-    assert overall.value == pytest.approx(sum(m.value for m in tasks) / len(tasks))
+    assert overall.value == pytest.approx(4 / 6)  # pooled over every image, as MARIO-Eval pools
     assert overall.n_images == 6 and overall.n_prompts == 6
-    f1 = metrics[("overall", "f1")]
+    f = metrics[("overall", "f_measure")]
     p, r = metrics[("overall", "precision")].value, metrics[("overall", "recall")].value
-    assert f1.value == pytest.approx(2 * p * r / (p + r))
-    assert {k for _, k in metrics} == {"word_accuracy", "exact_match", "precision", "recall", "f1", "ned", "ocr_reward"}
+    assert f.value == pytest.approx(2 * p * r / (p + r))
+    assert {k for _, k in metrics} == {"word_accuracy", "accuracy", "precision", "recall", "f_measure", "ned", "ocr_reward"}
 
 
 def test_score_checks_lengths(suite):
     with pytest.raises(ValueError):
         suite.score(torch.zeros(2, 3, 64, 256), suite.items("test")[:3])
+
+
+@pytest.mark.parametrize("command", ["eval", "compare"])
+@pytest.mark.parametrize("backbone", ["detail", "scenes-dit"])
+def test_cli_refuses_ocr_on_worlds_without_text_before_loading(cli, command, backbone, monkeypatch):
+    import jsbench.backbones as backbones
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the backbone was loaded before the refusal")
+
+    monkeypatch.setattr(backbones, "load_backbone", no_loading)
+    code, out, err = cli(command, "--suite", "ocr", "--backbone", backbone, "--steps", "3", "--seeds", "1", "--no-progress")
+    assert code == 2 and out == ""
+    assert err.strip().count("\n") == 0 and backbone in err and "--backbone analytic" in err

@@ -150,7 +150,7 @@ def listing_backbone(name: str):
     cls = backbone_class(name)
     if cls is None or cls.draws_embedded_world:
         return None
-    return SimpleNamespace(name=name, model_id=cls.default_model_id, device=None, draws_embedded_world=False,
+    return SimpleNamespace(name=name, model_id=cls.default_model_id, device=None, draws_embedded_world=False, draws_text=cls.draws_text,
                            geneval_world=cls.geneval_world)
 
 

@@ -339,6 +339,7 @@ class DiffusersBackbone:
     eval_batch: int = 16  # rows per sampler call in evaluation (the default --batch-size)
     ceiling_steps: int = DEFAULT_CEILING_STEPS  # steps of the `ceiling` reference row
     draws_embedded_world: bool = False  # real images: the real suites score them (scenes-dit sets True)
+    draws_text: bool = True  # a text-to-image model may draw quoted text (scenes-dit, trained on scenes, sets False)
     geneval_world = None  # no embedded world of its own
     velocity = None  # FlowMatchBackbone's: the transformer's velocity (SD-XL's clock is not flow time: none)
     velocity_dtype = None

@@ -30,6 +30,7 @@ class AnalyticBackbone:
     model_id = "jsbench/analytic-scenes"
     max_steps = 1000
     draws_embedded_world = True  # its prompts and images are the embedded world's; the world's suites score them
+    draws_text = True  # the embedded text world draws quoted text (the ocr suite and reward score it)
     geneval_world = None  # the scene world's own GenEval prompts and exact detector
     default_steps = None  # no step count of its own: as a distilled row it runs at its section's budget
     ceiling_steps = DEFAULT_CEILING_STEPS

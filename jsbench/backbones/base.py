@@ -63,6 +63,9 @@ class Backbone(Protocol):
     draws_embedded_world: bool
     """True on a backbone that draws the embedded scene world (analytic, detail, scenes-dit): the embedded-world
     suites then score it with the world's prompts and exact detector."""
+    draws_text: bool
+    """True on a backbone that can draw a prompt's quoted text (every text-to-image model; of the embedded worlds
+    only analytic's text world): the ocr suite and reward refuse the others before sampling."""
     geneval_world: type | None
     """The world class whose prompts and detector the embedded GenEval suite uses (None: the scene world)."""
     decode_chunk: int | None

@@ -33,6 +33,7 @@ class DetailBackbone(AnalyticBackbone):
     model_id = "jsbench/detail-scenes"
     default_mu = -math.log(3.0)  # shift e^mu = 1/3
     geneval_world = DetailWorld  # the GenEval suite takes this world's prompts and texture-checking detector
+    draws_text = False  # scenes only: the ocr suite and reward refuse it
 
     def __init__(self, device: str | None = None):
         super().__init__(device=device)

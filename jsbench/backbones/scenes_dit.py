@@ -33,6 +33,7 @@ class ScenesDiTBackbone(SD35Backbone):
     default_steps = 28
     default_guidance = 3.0
     draws_embedded_world = True
+    draws_text = False  # trained on scene renders only: the ocr suite and reward refuse it
     shipped_model_id = "jsbench/scenes-dit"
     # the many-step reference of `ceiling` rows: converged (see the quality table in the README) at a
     # quarter of the 200 steps the closed-form world uses, which a CPU could not afford here

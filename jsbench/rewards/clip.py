@@ -304,7 +304,13 @@ def resolve_hps_checkpoint(checkpoint: str | None = None, version: str | None = 
         if not Path(checkpoint).expanduser().is_file():
             raise ClipUnavailable(f"HPS checkpoint {checkpoint!r} not found")
         return str(Path(checkpoint).expanduser())
-    return _hub_file(HPS_REPO, HPS_FILES[version], f"HPS {version}")
+    try:
+        return _hub_file(HPS_REPO, HPS_FILES[version], f"HPS {version}")
+    except ClipUnavailable:
+        raise ClipUnavailable(
+            f"HPSv2 {version} weights ({HPS_REPO}/{HPS_FILES[version]}) are not in the local Hugging Face cache; fetch "
+            f"them with `hf download {HPS_REPO} {HPS_FILES[version]}` or set $JSBENCH_HPS_CHECKPOINT to the file"
+        ) from None
 
 
 def as_hps(clip: ClipModel) -> ClipModel:
@@ -391,7 +397,9 @@ class ClipScoreReward(_ClipReward):
 
 @register_reward("hps")
 def _hps(backbone=None) -> HpsReward:
-    """HPSv2 at $JSBENCH_HPS_VERSION (v2.0 or v2.1, default v2.1) from $JSBENCH_HPS_CHECKPOINT or the HF cache."""
+    """HPSv2 at $JSBENCH_HPS_VERSION (v2.0 or v2.1, default v2.1) from $JSBENCH_HPS_CHECKPOINT or the HF cache;
+    a missing checkpoint is refused here, before training samples anything."""
+    resolve_hps_checkpoint()
     return HpsReward()
 
 

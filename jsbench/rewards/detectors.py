@@ -22,8 +22,10 @@ detector has an `id`, recorded with the scores it produced (provenance).
   tuples and 3.x data samples are both read.
 - `owl`: OWLv2 / OWL-ViT (`AutoModelForZeroShotObjectDetection`), queried with "a photo of a {class}" for
   each class the image's prompt names; OWLv2 pads to a square with grey at the bottom/right, then
-  resizes; post-processing is OWL's (sigmoid, best class per box, boxes scaled to the padded image) plus
-  per-class non-maximum suppression (IoU 0.5). No masks. Its scores are not Mask2Former's, so the 0.3 /
+  resizes; post-processing is OWL's (sigmoid, boxes scaled to the padded image), but each class on its
+  own scores (thresholded per class, so a box may count for two classes), then per-class non-maximum
+  suppression (IoU 0.5): a class's verdict does not depend on the other classes queried. No masks.
+  Its scores are not Mask2Former's, so the 0.3 /
   0.9 thresholds of GenEval's rules are not calibrated for it: its numbers compare schedules, not
   published tables.
 - `world`: the embedded world's exact detector (`jsbench.world.detect.detect`).
@@ -410,9 +412,12 @@ def owl_postprocess(
 ) -> list[list[Detection]]:
     """OWL outputs -> detections. logits [B, Q, C], pred_boxes [B, Q, 4] (cx, cy, w, h) in [0, 1] of
     the model input; `sizes` the (H, W) of each original image; `padded` when the input was the image
-    padded to a square at the bottom/right (OWLv2), so boxes scale by max(H, W)."""
+    padded to a square at the bottom/right (OWLv2), so boxes scale by max(H, W).
+
+    Every class is scored on its own column of sigmoid scores, thresholded and suppressed alone, as the
+    official pipeline scores each class: a box may count for two classes, and a class's detections do not
+    depend on which other classes were queried with it."""
     probs = torch.sigmoid(logits.float())
-    scores, labels = probs.max(-1)
     cx, cy, w, h = pred_boxes.float().unbind(-1)
     corners = torch.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], -1)
     out: list[list[Detection]] = []
@@ -423,13 +428,14 @@ def owl_postprocess(
             [boxes[:, 0].clamp(0, width), boxes[:, 1].clamp(0, height), boxes[:, 2].clamp(0, width), boxes[:, 3].clamp(0, height)], -1
         )
         dets: list[Detection] = []
-        for c, name in enumerate(classes):
-            idx = torch.nonzero((labels[b] == c) & (scores[b] >= min_score)).flatten()
+        for c, name in enumerate(classes):  # each class on its own scores: a box may count for two classes
+            scores = probs[b, :, c]
+            idx = torch.nonzero(scores >= min_score).flatten()
             if len(idx) == 0:
                 continue
-            kept = idx[nms(boxes[idx], scores[b, idx], iou)]
+            kept = idx[nms(boxes[idx], scores[idx], iou)]
             for i in kept.tolist():
-                dets.append(Detection(name, tuple(float(v) for v in boxes[i]), float(scores[b, i])))
+                dets.append(Detection(name, tuple(float(v) for v in boxes[i]), float(scores[i])))
         out.append(sorted(dets, key=lambda d: -d.confidence))
     return out
 

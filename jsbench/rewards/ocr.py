@@ -9,12 +9,10 @@ Engines (`load_engine(name)`, loaded once per process and cached):
   folder ($EASYOCR_MODULE_PATH/model, else ~/.EasyOCR/model) when that holds them; never downloaded.
   Much slower than rapidocr on the CPU, so not the default.
 
-Metrics follow MARIO-Eval (TextDiffuser): the targets are the words inside the prompt's quotes, OCR'd
-words and targets are lowercased and matched as multisets; per image precision = matched / read words,
-recall = matched / target words; F1 comes from the precision and recall averaged over images. On top:
-word accuracy (every target word read), MARIO's exact match (the sorted read words joined equal the
-sorted targets joined), the normalised edit distance and the OCR reward of Flow-GRPO,
-1 - min(dist, len) / len on the space-free lowercase target and read text.
+Metrics follow MARIO-Eval (TextDiffuser), under its names (`jsbench.scoring.text`); the `ocr` reward is
+Flow-GRPO's code's: 1 - min(dist, len) / len on the space-free lowercase target and read text, full
+reward when the target occurs inside the read text (`jsbench.scoring.text.ocr_reward` names what differs).
+Reward and suite refuse a backbone that cannot draw text (`require_text_backbone`) before any sampling.
 """
 
 from __future__ import annotations
@@ -43,6 +41,7 @@ __all__ = [
     "DEFAULT_ENGINE",
     "default_engine",
     "OcrReward",
+    "require_text_backbone",
 ]
 
 DEFAULT_ENGINE = "rapidocr"
@@ -259,12 +258,23 @@ class EasyOcrEngine:
 # -------------------------------------------------------------------------------------------- reward
 
 
+def require_text_backbone(backbone, what: str) -> None:
+    """One line (JsbenchError) when `backbone` (or its class) cannot draw text (`Backbone.draws_text`): OCR
+    would score images with no text in them."""
+    if not backbone.draws_text:
+        raise JsbenchError(
+            f"{what} needs a backbone that draws text; {backbone.name} draws an embedded world without text: use "
+            "--backbone analytic (the embedded text world) or a text-to-image model (sdxl, sd35, flux-dev)"
+        )
+
+
 class OcrReward:
-    """The `ocr` reward: 1 - min(dist, len)/len of what the engine reads vs the prompt's quoted text."""
+    """The `ocr` reward, Flow-GRPO's: 1 - min(dist, len)/len of what the engine reads vs the prompt's quoted
+    text, 1 when the read text contains it (`contains_ok=False`: the plain formula)."""
 
     name = "ocr"
 
-    def __init__(self, engine: str | OcrEngine | None = None, contains_ok: bool = False, **engine_options):
+    def __init__(self, engine: str | OcrEngine | None = None, contains_ok: bool = True, **engine_options):
         engine = default_engine() if engine is None else engine
         self.engine = load_engine(engine, **engine_options) if isinstance(engine, str) else engine
         self.contains_ok = contains_ok
@@ -284,5 +294,7 @@ class OcrReward:
 
 @register_reward("ocr")
 def _ocr_reward(backbone=None, engine: str | None = None, **options) -> OcrReward:
-    """OCR reads pixels, so any backbone will do; the engine is $JSBENCH_OCR_ENGINE or rapidocr."""
+    """OCR reads pixels, so any backbone that draws text will do; the engine is $JSBENCH_OCR_ENGINE or rapidocr."""
+    if backbone is not None:
+        require_text_backbone(backbone, "the ocr reward")
     return OcrReward(engine, **options)

@@ -1,11 +1,13 @@
 """Text-rendering scores with no model inside: the quoted spans of a prompt and MARIO-Eval's metrics.
 
-The targets are the words inside the prompt's quotes, OCR'd words and targets are lowercased and matched
-as multisets; per image precision = matched / read words, recall = matched / target words; F1 comes from
-the precision and recall averaged over images. On top: word accuracy (every target word read), MARIO's
-exact match (the sorted read words joined equal the sorted targets joined), the normalised edit distance
-and the OCR reward of Flow-GRPO, 1 - min(dist, len) / len on the space-free lowercase target and read text.
-The OCR engines that produce the read text are in `jsbench.rewards.ocr`.
+MARIO-Eval (TextDiffuser's eval/ocr_eval.py), under its names: the targets are the words inside the
+prompt's quotes (double quotes, else MARIO's single quotes); read words and targets are lowercased and
+matched as multisets; per image `precision` = matched / read words, `recall` = matched / target words,
+`accuracy` = the sorted read words joined equal the sorted targets joined; MARIO pools every image and takes
+its F-measure from the pooled precision and recall (`jsbench.suites.ocr`). Beside them: `word_accuracy`
+(every target word read, MARIO's recall = 1), the normalised edit distance `ned`, and `ocr_reward`, the OCR
+reward of Flow-GRPO's code (see `ocr_reward`). The OCR engines that produce the read text are in
+`jsbench.rewards.ocr`.
 """
 
 from __future__ import annotations
@@ -25,16 +27,18 @@ __all__ = [
     "edit_distance",
     "normalized_edit_distance",
     "ocr_reward",
-    "f1_score",
+    "f_measure",
     "image_metrics",
 ]
 
 _DOUBLE = re.compile(r"[\"\u201c\u201d]([^\"\u201c\u201d]*)[\"\u201c\u201d]")
-_SINGLE = re.compile(r"['\u2018\u2019]([^'\u2018\u2019]*)['\u2018\u2019]")
+_SINGLE = re.compile(r"(?<![^\W_])['\u2018\u2019](.*?)['\u2018\u2019](?![^\W_])")
 
 
 def quoted_spans(prompt: str) -> list[str]:
-    """The quoted text of a prompt: double-quoted spans, or else single-quoted ones (MARIO-Eval's style)."""
+    """The quoted text of a prompt: double-quoted spans, or else single-quoted ones (MARIO-Eval's style,
+    `a poster that reads 'open late'`). An apostrophe inside a word (don't, 'Mike's bar') opens or closes
+    no span; MARIO's own regex `'(.*?)'` would pair it."""
     spans = [s.strip() for s in _DOUBLE.findall(prompt)]
     spans = [s for s in spans if s]
     if not spans:
@@ -79,7 +83,7 @@ def word_accuracy(read: Sequence[str], targets: Sequence[str]) -> float:
 
 
 def exact_match(read: Sequence[str], targets: Sequence[str]) -> float:
-    """MARIO-Eval's accuracy: the sorted read words, joined, equal the sorted target words, joined."""
+    """MARIO-Eval's `accuracy`: the sorted read words, joined, equal the sorted target words, joined."""
     a = "".join(sorted(w.strip().lower() for w in read))
     b = "".join(sorted(w.strip().lower() for w in targets))
     return 1.0 if a == b else 0.0
@@ -106,11 +110,15 @@ def normalized_edit_distance(read_text: str, target_text: str) -> float:
     return edit_distance(a, b) / max(len(a), len(b))
 
 
-def ocr_reward(read_text: str, target_text: str, contains_ok: bool = False) -> float:
-    """1 - min(dist, len) / len on the space-free lowercase target (len) vs the read text.
+def ocr_reward(read_text: str, target_text: str, contains_ok: bool = True) -> float:
+    """Flow-GRPO's OCR reward (flow_grpo/ocr.py): 1 - min(dist, len) / len, dist the edit distance of the
+    space-free lowercase read text to the space-free lowercase target (len its length), and dist = 0 when
+    the target occurs inside the read text (`contains_ok`, on as in its code; off gives the plain formula).
 
-    `contains_ok` gives full reward when the target occurs inside the read text, as Flow-GRPO's code does.
-    """
+    What still differs from Flow-GRPO's code: its target is the prompt's first double-quoted span, ours every
+    quoted span (the same for one-span prompts, all the text world's); its read text keeps every PaddleOCR
+    line scoring > 0, ours what the engine keeps (rapidocr: score >= 0.5); it removes only spaces, we all
+    whitespace (engines return single spaces)."""
     a, b = _squash(read_text), _squash(target_text)
     if not b:
         raise ValueError("the OCR reward needs a non-empty target text")
@@ -118,8 +126,8 @@ def ocr_reward(read_text: str, target_text: str, contains_ok: bool = False) -> f
     return 1.0 - min(dist, len(b)) / len(b)
 
 
-def f1_score(precision: float, recall: float) -> float:
-    """F1 from (averaged) precision and recall, 0 when both are 0."""
+def f_measure(precision: float, recall: float) -> float:
+    """MARIO's F-measure from (pooled) precision and recall, 0 when both are 0."""
     return 2.0 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
 
 
@@ -133,7 +141,7 @@ def image_metrics(read_text: str, prompt: str) -> dict[str, float]:
     target_text = " ".join(targets)
     return {
         "word_accuracy": word_accuracy(read, targets),
-        "exact_match": exact_match(read, targets),
+        "accuracy": exact_match(read, targets),
         "precision": precision,
         "recall": recall,
         "ned": normalized_edit_distance(read_text, target_text),

@@ -9,7 +9,7 @@ from jsbench import JsbenchError
 from jsbench.registry import Registry
 
 __all__ = ["Suite", "EvalItem", "TaskMetric", "aggregate_by_task", "register_suite", "load_suite", "available_suites",
-           "declared_suites", "UnknownSuite"]
+           "declared_suites", "UnknownSuite", "preflight"]
 _BASE_NAMES = ("Suite", "EvalItem", "TaskMetric", "aggregate_by_task")
 
 
@@ -45,3 +45,15 @@ def declared_suites() -> tuple[str, ...]:
 
 def load_suite(name: str, backbone=None, **options) -> Suite:
     return _REGISTRY.get(name)(backbone, **options)
+
+
+def preflight(name: str, backbone_cls=None) -> None:
+    """Refuse, in one line and before any weights load or image is sampled, what suite `name` cannot score:
+    its module's `preflight(backbone_cls)` when it has one (ocr: a backbone that draws no text; hpdv2: the
+    benchmark prompts or the HPSv2 weights missing). `backbone_cls` is the backbone's class (or the backbone);
+    None checks only what needs no backbone."""
+    import sys
+
+    check = getattr(sys.modules[_REGISTRY.get(name).__module__], "preflight", None)
+    if check is not None:
+        check(backbone_cls)

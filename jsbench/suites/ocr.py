@@ -1,13 +1,19 @@
 """OCR text rendering: prompts with quoted text, scored by a real OCR engine with MARIO-Eval's rules.
 
 Prompts are the text world's own seeded set (`make_text_prompts(seed=0, n=160)`, a fixed hashed split:
-40 test, 120 train) or a UTF-8 file of prompts, one per line (`prompts_file=`). The task of an item is
-how many words it quotes (`one_word`, `two_words`, `many_words`).
+40 test, 120 train) or a UTF-8 file of prompts, one per line (`prompts_file=`; double quotes or MARIO's
+single quotes). The task of an item is how many words it quotes (`one_word`, `two_words`, `many_words`).
 
-Per image (see `jsbench.scoring.text.image_metrics`): word_accuracy, exact_match, precision, recall,
-ned and ocr_reward. Aggregates: per task and `overall` (the mean of the task means) for each, plus
-`f1` computed from the averaged precision and recall (MARIO-Eval), its standard error by the delta
-method. The headline is `word_accuracy`: every quoted word read.
+Per image (see `jsbench.scoring.text.image_metrics`): MARIO-Eval's accuracy, precision and recall, plus
+word_accuracy, ned and ocr_reward. Aggregates as MARIO-Eval pools them: `overall` is the mean over every
+image (not the mean of task means), each task's mean beside it, and `f_measure` from the pooled precision
+and recall (per task from that task's), its standard error by the delta method. The headline is
+`word_accuracy`: every quoted word read. Neither the engine nor the prompt set is MARIO-Eval's
+(MaskTextSpotterV3; six subsets), so absolute values are not the paper's: every record names the engine
+and the prompts' sha256.
+
+A backbone that cannot draw text (an embedded world without the text world: detail, scenes-dit) is
+refused when the suite is built, before any sampling (`require_text_backbone`).
 """
 
 from __future__ import annotations
@@ -18,8 +24,9 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from jsbench.rewards.ocr import default_engine, load_engine
-from jsbench.scoring.text import f1_score, image_metrics, target_words
+from jsbench.rewards.ocr import default_engine, load_engine, require_text_backbone
+from jsbench.scoring.text import f_measure, image_metrics, target_words
+from jsbench.splits import mean_stderr
 from jsbench.suites import register_suite
 from jsbench.suites.base import EvalItem, TaskMetric, aggregate_by_task
 
@@ -36,13 +43,18 @@ def task_of(prompt: str) -> str:
 class OcrSuite:
     name = "ocr"
     primary_metric = "word_accuracy"
+    # beside the leaderboard (`jsbench.metric_tables`): MARIO-Eval's metrics under its names, pooled
+    leaderboard_metrics = ("accuracy", "precision", "recall", "f_measure", "ned", "word_accuracy")
 
     def __init__(self, backbone=None, engine: str | None = None, prompts_file: str | None = None, **engine_options):
         from jsbench.world.text import load_text_prompts, make_text_prompts, parse_text_prompt
 
+        if backbone is not None:
+            require_text_backbone(backbone, "the ocr suite")
         self.engine_name = engine or default_engine()
         self._engine_options = engine_options
         self._engine = None
+        self._prompts_file = prompts_file
         if prompts_file is not None:
             self._prompts = load_text_prompts(prompts_file)
         else:
@@ -52,8 +64,18 @@ class OcrSuite:
             spec = parse_text_prompt(p)
             self._meta[p] = {"targets": list(spec.words), "carrier": spec.carrier}
 
+    @property
+    def leaderboard_about(self) -> str:
+        """What the further-metrics section says of its numbers: the prompts, and why they are not the paper's."""
+        prompts = f"the prompts of {self._prompts_file}" if self._prompts_file else (
+            f"the text world's held-out prompts (make_text_prompts seed {SUITE_SEED}, {SUITE_PROMPTS} prompts, every 4th for test)")
+        return (f"MARIO-Eval's metrics (TextDiffuser's eval/ocr_eval.py): accuracy (sorted read words joined equal the "
+                f"targets'), precision, recall and F from the precision and recall pooled over every image; `overall` "
+                f"pools every image, each task's mean beside it. On {prompts}, read by the OCR engine each section names: "
+                f"neither is MARIO-Eval's (MaskTextSpotterV3, six subsets), so the values are not the paper's.")
+
     def provenance(self) -> dict:
-        """What read the images (recorded with every result)."""
+        """What read the images (recorded with every result, beside the sha256 of the prompts evaluated)."""
         return {"ocr_engine": self.engine_name}
 
     @property
@@ -75,44 +97,60 @@ class OcrSuite:
         return [image_metrics(text, it.prompt) for text, it in zip(texts, items)]
 
     def aggregate(self, scores: Sequence[dict[str, float]], items: Sequence[EvalItem]) -> list[TaskMetric]:
-        metrics = aggregate_by_task(scores, items)
-        metrics += f1_metrics(scores, items)
+        per_task = [m for m in aggregate_by_task(scores, items) if m.task != "overall"]
+        metrics = per_task + pooled_metrics(scores, items) + f_measure_metrics(scores, items)
         order = {t: i for i, t in enumerate(TASKS)}
         return sorted(metrics, key=lambda m: (m.metric, order.get(m.task, len(order))))
 
 
-def _f1_gradient(p: float, r: float) -> np.ndarray:
+def pooled_metrics(scores: Sequence[dict[str, float]], items: Sequence[EvalItem]) -> list[TaskMetric]:
+    """`overall` as MARIO-Eval pools it: each metric's mean over every image, whatever its task."""
+    out = []
+    n_prompts = len({it.prompt for it in items})
+    for metric in dict.fromkeys(k for s in scores for k in s):
+        vals = [s[metric] for s in scores if metric in s]
+        mean, se = mean_stderr(vals)
+        out.append(TaskMetric("overall", metric, mean, se, len(vals), n_prompts))
+    return out
+
+
+def _f_gradient(p: float, r: float) -> np.ndarray:
     if p + r <= 0:
         return np.zeros(2)
     return np.array([2.0 * r * r, 2.0 * p * p]) / (p + r) ** 2
 
 
-def f1_metrics(scores: Sequence[dict[str, float]], items: Sequence[EvalItem]) -> list[TaskMetric]:
-    """F1 from the averaged precision and recall, per task and overall (from the task means), with a
-    delta-method standard error from the per-image covariance of precision and recall."""
+def _f_of(group: Sequence[dict[str, float]]) -> tuple[float, float, int]:
+    pr = np.array([[s["precision"], s["recall"]] for s in group if "precision" in s])
+    if len(pr) == 0:
+        return float("nan"), float("nan"), 0
+    p, r = pr.mean(0)
+    n = len(pr)
+    if n < 2:
+        return float(f_measure(p, r)), float("nan"), n
+    grad = _f_gradient(p, r)
+    return float(f_measure(p, r)), math.sqrt(max(float(grad @ (np.cov(pr.T) / n) @ grad), 0.0)), n
+
+
+def f_measure_metrics(scores: Sequence[dict[str, float]], items: Sequence[EvalItem]) -> list[TaskMetric]:
+    """MARIO's F-measure, 2PR / (P + R) of the averaged precision and recall: per task, and `overall` from
+    the precision and recall pooled over every image, each with a delta-method standard error from the
+    per-image covariance of precision and recall."""
     out: list[TaskMetric] = []
-    tasks = list(dict.fromkeys(it.task for it in items))
-    task_stats = []
-    for task in tasks:
-        pr = np.array([[s["precision"], s["recall"]] for s, it in zip(scores, items) if it.task == task and "precision" in s])
-        if len(pr) == 0:
-            continue
-        p, r = pr.mean(0)
-        n = len(pr)
-        cov = np.cov(pr.T) / n if n > 1 else np.full((2, 2), np.nan)
-        grad = _f1_gradient(p, r)
-        se = math.sqrt(max(float(grad @ cov @ grad), 0.0)) if n > 1 else float("nan")
-        n_prompts = len({it.prompt for it in items if it.task == task})
-        out.append(TaskMetric(task, "f1", float(f1_score(p, r)), se, n, n_prompts))
-        task_stats.append((p, r, cov, n))
-    if task_stats:
-        p = sum(s[0] for s in task_stats) / len(task_stats)
-        r = sum(s[1] for s in task_stats) / len(task_stats)
-        grad = _f1_gradient(p, r)
-        var = sum(float(grad @ np.nan_to_num(s[2]) @ grad) for s in task_stats) / len(task_stats) ** 2
-        n_images = sum(s[3] for s in task_stats)
-        out.append(TaskMetric("overall", "f1", float(f1_score(p, r)), math.sqrt(max(var, 0.0)), n_images, len({it.prompt for it in items})))
+    groups = {task: [(s, it) for s, it in zip(scores, items) if it.task == task] for task in dict.fromkeys(it.task for it in items)}
+    groups["overall"] = list(zip(scores, items))
+    for task, rows in groups.items():
+        value, se, n = _f_of([s for s, _ in rows])
+        if n:
+            out.append(TaskMetric(task, "f_measure", value, se, n, len({it.prompt for _, it in rows})))
     return out
+
+
+def preflight(backbone=None) -> None:
+    """What `jsbench.suites.preflight` runs before any weights load: a backbone (or its class) that draws no
+    text is refused in one line."""
+    if backbone is not None:
+        require_text_backbone(backbone, "the ocr suite")
 
 
 @register_suite("ocr")

@@ -1,0 +1,91 @@
+"""A suite's further metrics beside its leaderboard: every row's value of each, overall and per task.
+
+The leaderboard ranks by the suite's primary metric; a suite that declares `leaderboard_metrics` (the OCR
+suite: MARIO-Eval's accuracy, precision, recall, F-measure and the normalised edit distance) also gets
+`leaderboards/<suite>.metrics.csv` (one line per backbone, model, budget, row, task and metric) and a
+Markdown section per budget on its page. A compare replaces the budgets it evaluated and keeps the others,
+like the leaderboard itself.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from pathlib import Path
+from typing import Sequence
+
+from jsbench.io import write_text_atomic
+from jsbench.leaderboard import method_rank, read_committed
+from jsbench.results import PROVENANCE_FIELDS, Record
+
+__all__ = ["METRICS_CSV_FIELDS", "metrics_csv_path", "metric_rows", "merge_metric_rows", "render_metric_tables", "write_metric_tables"]
+
+METRICS_CSV_FIELDS = ["backbone", "model_id", "steps", "method", "task", "metric", "value", "stderr", "n_images", "n_prompts",
+                      *PROVENANCE_FIELDS]
+TITLES = {"accuracy": "accuracy", "precision": "precision", "recall": "recall", "f_measure": "F", "ned": "NED",
+          "word_accuracy": "word acc."}
+
+
+def metrics_csv_path(leaderboard_dir: Path, suite: str) -> Path:
+    return Path(leaderboard_dir) / f"{suite}.metrics.csv"
+
+
+def metric_rows(records: Sequence[Record], metrics: Sequence[str], steps_list: Sequence[int]) -> list[dict]:
+    """The records of `metrics` as CSV rows, filed under their section's budget (the ceiling under each)."""
+    out = []
+    for r in records:
+        if r.metric not in metrics:
+            continue
+        for steps in ([r.budget] if r.budget is not None else list(steps_list)):
+            out.append({"backbone": r.backbone, "model_id": r.model_id, "steps": str(steps), "method": r.method, "task": r.task,
+                        "metric": r.metric, "value": repr(float(r.value)), "stderr": repr(float(r.stderr)),
+                        "n_images": str(r.n_images), "n_prompts": str(r.n_prompts),
+                        **{f: str(getattr(r, f) or "") for f in PROVENANCE_FIELDS}})
+    return out
+
+
+def merge_metric_rows(committed: list[dict], fresh: list[dict]) -> list[dict]:
+    """The committed rows of every section this run did not evaluate, then this run's."""
+    done = {(r["backbone"], r["model_id"], r["steps"]) for r in fresh}
+    kept = [{f: r.get(f, "") for f in METRICS_CSV_FIELDS} for r in committed if (r["backbone"], r["model_id"], r["steps"]) not in done]
+    return kept + fresh
+
+
+def _cell(value: str, stderr: str) -> str:
+    v, s = float(value), float(stderr)
+    if math.isnan(v):
+        return "–"
+    return f"{v:.3f}" if math.isnan(s) else f"{v:.3f} ± {s:.3f}"
+
+
+def render_metric_tables(rows: list[dict], metrics: Sequence[str], about: str = "") -> str:
+    """Per (backbone, model, budget): a table of row x task (overall first), a column per metric."""
+    out = ["## Further metrics", ""] + ([about, ""] if about else [])
+    sections = sorted({(r["backbone"], r["model_id"], int(r["steps"])) for r in rows})
+    for backbone, model_id, steps in sections:
+        here = [r for r in rows if (r["backbone"], r["model_id"], int(r["steps"])) == (backbone, model_id, steps)]
+        cols = [m for m in metrics if any(r["metric"] == m for r in here)]
+        out += [f"### {backbone} · {steps} steps", "", "| row | task | " + " | ".join(TITLES.get(m, m) for m in cols) + " |",
+                "|---|---|" + "---:|" * len(cols)]
+        tasks = ["overall"] + sorted({r["task"] for r in here} - {"overall"}, key=lambda t: min(i for i, r in enumerate(here) if r["task"] == t))
+        cell = {(r["method"], r["task"], r["metric"]): _cell(r["value"], r["stderr"]) for r in here}
+        for method in sorted({r["method"] for r in here}, key=method_rank):
+            for task in tasks:
+                if any((method, task, m) in cell for m in cols):
+                    out.append(f"| {method} | {task} | " + " | ".join(cell.get((method, task, m), "–") for m in cols) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def write_metric_tables(leaderboard_dir: Path, suite, records: Sequence[Record], steps_list: Sequence[int]) -> tuple[Path, str]:
+    """Merge this run's further metrics into `<suite>.metrics.csv`; (its path, the page's Markdown section)."""
+    metrics = tuple(suite.leaderboard_metrics)
+    path = metrics_csv_path(leaderboard_dir, suite.name)
+    rows = merge_metric_rows(read_committed(path, METRICS_CSV_FIELDS), metric_rows(records, metrics, steps_list))
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, METRICS_CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text_atomic(path, buf.getvalue())
+    return path, render_metric_tables(rows, metrics, getattr(suite, "leaderboard_about", ""))
