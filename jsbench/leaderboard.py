@@ -82,8 +82,10 @@ def unofficial_detectors(tables: list["Table"], suite: str) -> list[str]:
 
     if suite != "geneval":
         return []
+    from jsbench.rewards.detectors import detector_weights
+
     found = {t.provenance.get("detector") or "unrecorded" for t in tables} - {OFFICIAL_DETECTOR_ID}
-    return sorted(d for d in found if not d.startswith("geneval-official:"))  # GenEval's weights, converted
+    return sorted(d for d in found if not detector_weights(d).startswith("GenEval's official"))
 
 
 def build_tables(records: list[Record], suite: str, metric: str) -> list[Table]:

@@ -189,13 +189,20 @@ def test_the_folder_holds_safetensors_and_the_source_hash(converted):
 
 
 def test_the_spec_and_the_leaderboard_say_whose_weights(converted, monkeypatch):
-    from jsbench.leaderboard import provenance_text
+    from types import SimpleNamespace
+
+    from jsbench.leaderboard import provenance_text, unofficial_detectors
     from jsbench.rewards.detectors import default_detector_id, detector_id, detector_weights
 
     ident = detector_id(f"geneval-official:{converted}")
     assert ident.startswith("geneval-official:mask2former_reduced_mmdet2.pth@sha256:")
-    assert "GenEval's official weights" in provenance_text({"detector": ident})
+    assert json.loads((converted / mc.PROVENANCE_FILE).read_text())["official"] is False  # random weights
+    assert "not a checkpoint GenEval publishes" in provenance_text({"detector": ident})
+    official = "geneval-official:mask2former_swin-s-p4-w7-224_lsj_8x2_50e_coco.pth@sha256:743b7d99a1b2"
+    assert "(GenEval's official weights, converted from mmdet)" in provenance_text({"detector": official})
     assert "not GenEval's" in detector_weights("mask2former:facebook/mask2former-swin-small-coco-instance")
+    tables = [SimpleNamespace(provenance={"detector": d}) for d in (official, ident)]
+    assert unofficial_detectors(tables, "geneval") == [ident]
     monkeypatch.delenv("JSBENCH_GENEVAL_DETECTOR", raising=False)
     monkeypatch.setenv("JSBENCH_GENEVAL_OFFICIAL", str(converted))
     assert default_detector_id() == f"geneval-official:{converted}"

@@ -380,7 +380,11 @@ def detector_weights(detector: str | None) -> str:
     if detector == OFFICIAL_DETECTOR_ID:
         return "GenEval's official weights (mmdet)"
     if detector.startswith("geneval-official:"):
-        return "GenEval's official weights, converted from mmdet"
+        from jsbench.rewards.mmdet_convert import is_official_sha256
+
+        if is_official_sha256(detector.rpartition("@sha256:")[2]):
+            return "GenEval's official weights, converted from mmdet"
+        return "converted mmdet weights, not a checkpoint GenEval publishes"
     if detector.startswith("mask2former:"):
         return "Detectron2-trained Mask2Former weights, not GenEval's"
     if detector.startswith("owl:"):

@@ -15,7 +15,7 @@ classes) is read from the parameter shapes; the decoder's head count, which no s
 checkpoint's embedded config, else GenEval's (8). A key the mapping does not consume, or one it needs and
 does not find, is refused in one line: mmdet's own loader only warns. The `.pth` is read with
 `torch.load(weights_only=True)`; the folder holds config.json, model.safetensors and `geneval_official.json`
-(the source file's sha256 and key style).
+(the source file's sha256, whether it is one GenEval downloads, the key style and the sizes read).
 """
 
 from __future__ import annotations
@@ -40,6 +40,8 @@ __all__ = [
     "convert_state_dict",
     "convert_mmdet_checkpoint",
     "unfold_to_patch_merging",
+    "is_official_sha256",
+    "OFFICIAL_SHA256_PREFIXES",
 ]
 
 PROVENANCE_FILE = "geneval_official.json"
@@ -47,6 +49,11 @@ GENEVAL_CHECKPOINT = "mask2former_swin-s-p4-w7-224_lsj_8x2_50e_coco"
 GENEVAL_DECODER_HEADS = 8
 GENEVAL_NO_OBJECT_WEIGHT = 0.1  # mmdet's class_weight for the "no object" class
 DEFORMABLE_LEVELS, DEFORMABLE_POINTS = 3, 4  # what transformers' Mask2Former supports
+# mmdet publishes a checkpoint as NAME-<first 8 hex of its sha256>.pth: GenEval's two downloads
+OFFICIAL_SHA256_PREFIXES = {
+    "743b7d99": "mask2former_swin-s-p4-w7-224_lsj_8x2_50e_coco_20220504_001756-743b7d99.pth (mmdet 2)",
+    "c9d0c4f2": "mask2former_swin-s-p4-w7-224_8xb2-lsj-50e_coco_20220504_001756-c9d0c4f2.pth (mmdet 3)",
+}
 PIXEL = "model.pixel_level_module"
 TRANSFORMER = "model.transformer_module"
 
@@ -360,7 +367,8 @@ def _sha256(path: Path) -> str:
 
 def convert_mmdet_checkpoint(checkpoint: str | Path, out: str | Path, overwrite: bool = False) -> Path:
     """Convert GenEval's mmdet Mask2Former checkpoint into a transformers folder `out` (safetensors only),
-    with `geneval_official.json` recording the source's name, sha256, key style and the sizes read."""
+    with `geneval_official.json` recording the source's name and sha256, whether that is a file GenEval
+    downloads, the key style and the sizes read."""
     from transformers import Mask2FormerForUniversalSegmentation
 
     from jsbench.scoring.geneval import CLASSES
@@ -380,11 +388,14 @@ def convert_mmdet_checkpoint(checkpoint: str | Path, out: str | Path, overwrite:
     model.load_state_dict({k: v.to(target[k].dtype) for k, v in converted.items()}, strict=False)
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
+    sha256 = _sha256(checkpoint)
+    official = is_official_sha256(sha256)
     provenance = {
-        "weights": "GenEval's official detector (mmdet Mask2Former Swin-S) converted by jsbench" if _is_geneval(arch) else
-                   "an mmdet Mask2Former Swin checkpoint converted by jsbench (not GenEval's sizes)",
+        "weights": f"GenEval's official detector, {OFFICIAL_SHA256_PREFIXES[sha256[:8]]}" if official else
+                   "an mmdet Mask2Former checkpoint that is not one GenEval publishes (sha256 differs)",
+        "official": official,
         "source": checkpoint.name,
-        "source_sha256": _sha256(checkpoint),
+        "source_sha256": sha256,
         "key_style": style,
         "architecture": arch,
         "num_things": 80 if arch["num_labels"] >= 80 else arch["num_labels"],
@@ -393,5 +404,6 @@ def convert_mmdet_checkpoint(checkpoint: str | Path, out: str | Path, overwrite:
     return out
 
 
-def _is_geneval(arch: dict) -> bool:
-    return arch["embed_dim"] == 96 and arch["depths"] == [2, 2, 18, 2] and arch["num_queries"] == 100 and arch["num_labels"] == 80
+def is_official_sha256(sha256: str) -> bool:
+    """Whether a checkpoint's sha256 is that of a file GenEval downloads (by mmdet's published prefix)."""
+    return str(sha256)[:8] in OFFICIAL_SHA256_PREFIXES
