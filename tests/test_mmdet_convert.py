@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -176,7 +177,7 @@ class Payload:  # a pickled object a weights-only load must refuse to build
 def test_a_checkpoint_that_needs_code_to_unpickle_is_refused(tmp_path):
     state, meta = mc.load_mmdet_checkpoint(CHECKPOINT)
     torch.save({"meta": {**meta, "hook": Payload()}, "state_dict": state}, tmp_path / "hostile.pth")
-    with pytest.raises(JsbenchError, match="weights-only"):
+    with pytest.raises(JsbenchError, match="weights-only .*Unsupported global: GLOBAL test_mmdet_convert.Payload"):
         mc.load_mmdet_checkpoint(tmp_path / "hostile.pth")
 
 
@@ -208,3 +209,24 @@ def test_the_spec_and_the_leaderboard_say_whose_weights(converted, monkeypatch):
     assert default_detector_id() == f"geneval-official:{converted}"
     with pytest.raises(JsbenchError, match="convert-mmdet"):
         detector_id(f"geneval-official:{converted.parent / 'nothing'}")
+
+
+def test_geneval_scores_end_to_end_with_the_converted_weights(converted, monkeypatch):
+    """`JSBENCH_GENEVAL_OFFICIAL=FOLDER` makes the GenEval suite load and record the converted detector."""
+    pytest.importorskip("cv2")
+    from test_geneval_real import oracle_classifier
+
+    from jsbench.backbones import listing_backbone
+    from jsbench.rewards.detectors import GenevalOfficialDetector
+    from jsbench.suites import load_suite
+
+    monkeypatch.delenv("JSBENCH_GENEVAL_DETECTOR", raising=False)
+    monkeypatch.setenv("JSBENCH_GENEVAL_OFFICIAL", str(converted))
+    real = SimpleNamespace(**{**vars(listing_backbone("sdxl")), "device": torch.device("cpu")})
+    suite = load_suite("geneval", real, color_classifier=oracle_classifier())
+    items = [next(it for it in suite.items("test") if it.task == t) for t in ("single_object", "counting")]
+    images = torch.stack([torch.from_numpy(_picture("image1.png").copy()).permute(2, 0, 1).float() / 255] * 2)
+    scores = suite.score(images, items)
+    assert isinstance(suite.detector, GenevalOfficialDetector)
+    assert all(s["correct"] in (0.0, 1.0) for s in scores)
+    assert suite.provenance()["detector"].startswith("geneval-official:mask2former_reduced_mmdet2.pth@sha256:")

@@ -87,8 +87,10 @@ def load_mmdet_checkpoint(path: str | Path) -> tuple[dict[str, torch.Tensor], di
         with torch.serialization.safe_globals(_safe_globals()):
             ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        raise JsbenchError(f"cannot read {str(path)!r} as a weights-only mmdet checkpoint ({type(exc).__name__}: {first[:160]})") from None
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        why = next((line[line.index("Unsupported"):] for line in lines if "Unsupported" in line), lines[0] if lines else "")
+        why = why.split(" was not an allowed global")[0]  # e.g. "Unsupported global: GLOBAL os.system"
+        raise JsbenchError(f"cannot read {str(path)!r} as a weights-only mmdet checkpoint ({type(exc).__name__}: {why[:200]})") from None
     state = ckpt.get("state_dict") if isinstance(ckpt, dict) else None
     if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
         raise JsbenchError(f"{str(path)!r} is not an mmdet checkpoint: it has no 'state_dict' of tensors")
