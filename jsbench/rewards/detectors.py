@@ -30,8 +30,8 @@ detector has an `id`, recorded with the scores it produced (provenance).
   once by `jsbench detectors convert-mmdet`) on transformers, with mmdet's test path exactly: the image
   resized by OpenCV (bilinear) to fit 1333 x 800, padded with 128 to a multiple of 32, then normalised; the
   100 best (query, class) pairs, post-processed as `mask2former`. The default when
-  $JSBENCH_GENEVAL_OFFICIAL names such a folder (and $JSBENCH_GENEVAL_DETECTOR is unset). Its numbers
-  compare with published GenEval tables.
+  $JSBENCH_GENEVAL_OFFICIAL names such a folder (and $JSBENCH_GENEVAL_DETECTOR is unset). Converted from
+  the checkpoint GenEval publishes (its sha256 says so), its numbers compare with published GenEval tables.
 - `world`: the embedded world's exact detector (`jsbench.world.detect.detect`).
 
 Weights come from a local folder or the Hugging Face cache only; a missing model is one line naming it
@@ -385,8 +385,10 @@ def detector_weights(detector: str | None) -> str:
         if is_official_sha256(detector.rpartition("@sha256:")[2]):
             return "GenEval's official weights, converted from mmdet"
         return "converted mmdet weights, not a checkpoint GenEval publishes"
-    if detector.startswith("mask2former:"):
+    if detector == f"mask2former:{DEFAULT_MASK2FORMER}":
         return "Detectron2-trained Mask2Former weights, not GenEval's"
+    if detector.startswith("mask2former:"):
+        return "transformers Mask2Former weights, not GenEval's"
     if detector.startswith("owl:"):
         return "OWL weights, not GenEval's"
     if detector.startswith(WORLD_ID):
