@@ -4,7 +4,8 @@ scripts/make_mmdet_fixtures.sh builds: mmdet 2.27.0, mmcv-full 1.7.2, torch 2.1.
 A reduced-size model of GenEval's exact architecture (its config, mask2former_swin-s-p4-w7-224_lsj_8x2_50e_coco,
 with Swin width 8, depths 2-2-2-2, hidden size 32, 8 queries, 2 encoder and 3 decoder layers), random
 weights, written in mmdet's own key names; its raw outputs in float64 on one image; and
-`inference_detector`'s final detections (every one of the 100 per image, no threshold) on a few images.
+`inference_detector`'s final detections (every one of the 100 per image, no threshold) on a few images;
+and the full-size model's key names and shapes (no weights), to check the converter on GenEval's sizes.
 This file imports mmdet, so it never runs in the ordinary test suite: tests/test_mmdet_convert.py reads
 what it writes.
 
@@ -105,6 +106,20 @@ def final_detections(model, rgb: np.ndarray) -> list[dict]:
     return out
 
 
+def full_size_keys(mmdet_root: Path) -> dict:
+    """GenEval's unmodified config built by mmdet: every state-dict key with its shape (no weights), and
+    one Swin relative position index (the same in every block)."""
+    from mmcv import Config
+    from mmdet.models import build_detector
+
+    cfg = Config.fromfile(str(mmdet_root / ".mim" / "configs" / "mask2former" / f"{CONFIG}.py"))
+    cfg.model.backbone.init_cfg = None
+    state = build_detector(cfg.model).state_dict()
+    index = state["backbone.stages.0.blocks.0.attn.w_msa.relative_position_index"]
+    return {"config": CONFIG, "shapes": {k: list(v.shape) for k, v in state.items()}, "relative_position_index": index.tolist(),
+            "config_text": cfg.pretty_text}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, required=True, help="fixture folder (tests/fixtures/mmdet)")
@@ -142,6 +157,7 @@ def main() -> None:
     record = {"made_with": {"mmdet": mmdet.__version__, "mmcv": mmcv.__version__, "mmcv_ops": ops, "torch": torch.__version__},
               "config": f"{CONFIG}, reduced (scripts/mmdet_fixtures.py)", "images": images}
     (args.out / "detections.json").write_text(json.dumps(record) + "\n")
+    (args.out / "geneval_full_size_keys.json").write_text(json.dumps(full_size_keys(Path(mmdet.__file__).parent)) + "\n")
     print(f"wrote {args.out}: {len(state)} tensors, " + ", ".join(f"{len(r['detections'])} detections" for r in images))
 
 

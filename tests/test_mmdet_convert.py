@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -230,3 +231,23 @@ def test_geneval_scores_end_to_end_with_the_converted_weights(converted, monkeyp
     assert isinstance(suite.detector, GenevalOfficialDetector)
     assert all(s["correct"] in (0.0, 1.0) for s in scores)
     assert suite.provenance()["detector"].startswith("geneval-official:mask2former_reduced_mmdet2.pth@sha256:")
+
+
+def test_genevals_full_size_keys_convert_with_nothing_left_over():
+    """Every key real mmdet builds for GenEval's config (649 tensors, shapes only) is consumed, none is
+    missing, and the sizes read are Swin-S Mask2Former's: the reduced fixture's mapping at full size."""
+    from transformers import Mask2FormerForUniversalSegmentation
+
+    keys = json.loads((FIXTURES / "geneval_full_size_keys.json").read_text())
+    index = torch.tensor(keys["relative_position_index"])
+    state = {k: index.clone() if k.endswith("relative_position_index") else torch.empty(shape, device="meta")
+             for k, shape in keys["shapes"].items()}  # fmt: skip
+    arch = mc.read_architecture(state, {"config": keys["config_text"]})
+    assert (arch["embed_dim"], arch["depths"], arch["num_heads"], arch["window_size"]) == (96, [2, 2, 18, 2], [3, 6, 12, 24], 7)
+    assert (arch["hidden_dim"], arch["num_queries"], arch["encoder_layers"], arch["decoder_layers"], arch["num_attention_heads"]) == (256, 100, 6, 9, 8)
+    assert (arch["encoder_feedforward_dim"], arch["dim_feedforward"], arch["num_labels"]) == (1024, 2048, 80)
+    with torch.device("meta"):
+        target = Mask2FormerForUniversalSegmentation(mc.mask2former_config(arch)).state_dict()
+    converted = mc.convert_state_dict(state, arch, target)
+    assert sum(v.numel() for k, v in converted.items() if ".swin.layernorm." not in k and "criterion" not in k) == sum(
+        math.prod(s) for k, s in keys["shapes"].items() if not k.endswith("relative_position_index"))
