@@ -66,6 +66,8 @@ policies_app = typer.Typer(no_args_is_help=True, help="List and inspect trained 
 app.add_typer(policies_app, name="policies")
 schedules_app = typer.Typer(no_args_is_help=True, help="Look at schedules: plot them, or export per-image sigmas for diffusers.")
 app.add_typer(schedules_app, name="schedules")
+detectors_app = typer.Typer(no_args_is_help=True, help="GenEval detectors: convert GenEval's official mmdet weights.")
+app.add_typer(detectors_app, name="detectors")
 console = Console()
 err = Console(stderr=True)
 
@@ -708,6 +710,20 @@ def policies_show(path: Path = typer.Argument(..., help="Policy folder.")):
 
     _, manifest = load_policy(path)
     console.print_json(json.dumps(manifest))
+
+
+@detectors_app.command("convert-mmdet")
+def detectors_convert_mmdet(
+    checkpoint: Path = typer.Argument(..., help="GenEval's mmdet Mask2Former checkpoint (.pth)."),
+    out: Path = typer.Argument(..., help="New folder for the transformers weights."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Replace a non-empty OUT."),
+):
+    """Convert GenEval's mmdet Mask2Former checkpoint to a transformers folder (no mmdet needed); then
+    score with JSBENCH_GENEVAL_OFFICIAL=OUT (or JSBENCH_GENEVAL_DETECTOR=geneval-official:OUT)."""
+    from jsbench.rewards.mmdet_convert import PROVENANCE_FILE, convert_mmdet_checkpoint
+
+    folder = convert_mmdet_checkpoint(checkpoint, out, overwrite=overwrite)
+    console.print(f"wrote {folder} (source sha256 in {PROVENANCE_FILE})", highlight=False)
 
 
 EXIT_REFUSED, EXIT_INTERNAL = 2, 3  # 0 ok; 1 only "regressed" (compare --check); 130 interrupted (Ctrl-C)

@@ -73,6 +73,11 @@ def provenance_text(provenance: dict) -> str:
     names = {"detector": "detector", "color_model": "colour model", "prompt_set": "prompts sha256", "ocr_engine": "OCR engine", "reward_model": "reward model",
              "guidance": "guidance scale", "protocol": "protocol"}
     parts = [f"{names[f]} `{provenance[f]}`" for f in PROVENANCE_FIELDS if provenance.get(f) and f != "guidance"]
+    if provenance.get("detector"):  # which detector weights produced the rows
+        from jsbench.rewards.detectors import detector_weights
+
+        weights = detector_weights(provenance["detector"])
+        parts[0] += f" ({weights})" if weights else ""
     text = "Scored by " + ", ".join(parts) + "." if parts else ""
     if provenance.get("guidance"):
         text = (text + " " if text else "") + f"Sampled at guidance scale `{provenance['guidance']}`."
@@ -80,12 +85,16 @@ def provenance_text(provenance: dict) -> str:
 
 
 def unofficial_detectors(tables: list["Table"], suite: str) -> list[str]:
-    """The detectors of a GenEval page that are not GenEval's own (mmdet's Mask2Former Swin-S)."""
+    """The detectors of a GenEval page that do not run GenEval's own weights (mmdet's Mask2Former Swin-S,
+    through mmdet or converted to transformers)."""
     from jsbench.rewards.detectors import OFFICIAL_DETECTOR_ID
 
     if suite != "geneval":
         return []
-    return sorted({t.provenance.get("detector") or "unrecorded" for t in tables} - {OFFICIAL_DETECTOR_ID})
+    from jsbench.rewards.detectors import detector_weights
+
+    found = {t.provenance.get("detector") or "unrecorded" for t in tables} - {OFFICIAL_DETECTOR_ID}
+    return sorted(d for d in found if not detector_weights(d).startswith("GenEval's official"))
 
 
 def build_tables(records: list[Record], suite: str, metric: str) -> list[Table]:

@@ -28,6 +28,12 @@ detector has an `id`, recorded with the scores it produced (provenance).
   Its scores are not Mask2Former's, so the 0.3 /
   0.9 thresholds of GenEval's rules are not calibrated for it: its numbers compare schedules, not
   published tables.
+- `geneval-official:FOLDER`: GenEval's own detector weights (mmdet's Mask2Former Swin-S checkpoint, converted
+  once by `jsbench detectors convert-mmdet`) on transformers, with mmdet's test path exactly: the image
+  resized by OpenCV (bilinear) to fit 1333 x 800, padded with 128 to a multiple of 32, then normalised; the
+  100 best (query, class) pairs, post-processed as `mask2former`. The default when
+  $JSBENCH_GENEVAL_OFFICIAL names such a folder (and $JSBENCH_GENEVAL_DETECTOR is unset). Converted from
+  the checkpoint GenEval publishes (its sha256 says so), its numbers compare with published GenEval tables.
 - `world`: the embedded world's exact detector (`jsbench.world.detect.detect`).
 
 Weights come from a local folder or the Hugging Face cache only; a missing model is one line naming it
@@ -63,6 +69,7 @@ __all__ = [
     "WorldDetector",
     "OwlDetector",
     "Mask2FormerDetector",
+    "GenevalOfficialDetector",
     "MMDetDetector",
     "ColorClassifier",
     "load_detector",
@@ -71,6 +78,7 @@ __all__ = [
     "per_image_classes",
     "mask2bbox",
     "mask2former_postprocess",
+    "detector_weights",
     "nms",
     "owl_postprocess",
     "GENEVAL_COLORS",
@@ -90,6 +98,8 @@ DETECTOR_ENV = "JSBENCH_GENEVAL_DETECTOR"
 COLOR_ENV = "JSBENCH_GENEVAL_COLOR_MODEL"
 MMDET_CONFIG_ENV = "JSBENCH_MMDET_CONFIG"
 MMDET_CHECKPOINT_ENV = "JSBENCH_MMDET_CHECKPOINT"
+OFFICIAL_FOLDER_ENV = "JSBENCH_GENEVAL_OFFICIAL"
+MMDET_PAD_VALUE = 128  # the official test pipeline pads the 8-bit image with 128 before normalising
 GENEVAL_COLORS = COLORS
 COLOR_TEMPLATES = ("a photo of a {c} {cls}", "a photo of a {c}-colored {cls}", "a photo of a {c} object")
 OFFICIAL_COLOR_MODEL = "ViT-L-14:openai"
@@ -304,6 +314,90 @@ class Mask2FormerDetector:
         return cls(model, model_id=model_id, device=device, size_divisor=int(cfg.get("size_divisor") or 32), **options)
 
 
+class GenevalOfficialDetector(Mask2FormerDetector):
+    """GenEval's official detector weights (converted from its mmdet checkpoint) run through mmdet's test
+    path: OpenCV's bilinear resize of the 8-bit image, padding with 128, normalisation, Mask2Former."""
+
+    name = "geneval-official"
+
+    def __init__(self, model, folder: str | Path, provenance: dict, device=None, min_score: float = MIN_SCORE):
+        super().__init__(model, model_id=str(folder), device=device, max_per_image=100, min_score=min_score)
+        self.provenance = provenance
+        self.id = official_id(provenance)
+
+    def preprocess(self, images: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int]]:
+        """[B, 3, H, W] in [0, 1] -> (the padded, normalised input [B, 3, Hp, Wp], resized (h, w)), as
+        mmcv's Resize (cv2.INTER_LINEAR on uint8), Pad (128, to a multiple of 32) and Normalize do it."""
+        import cv2
+
+        pictures = to_uint8(images).permute(0, 2, 3, 1).cpu().numpy()
+        h, w = self.resized_size(*pictures.shape[1:3])
+        d = self.size_divisor
+        ph, pw = -(-h // d) * d, -(-w // d) * d
+        mean = np.float32(IMAGENET_MEAN_255)
+        inv_std = np.float32(1 / np.float64(IMAGENET_STD_255))
+        out = np.full((len(pictures), ph, pw, 3), MMDET_PAD_VALUE, np.float32)
+        for i, picture in enumerate(pictures):
+            if (h, w) != picture.shape[:2]:
+                picture = cv2.resize(picture, (w, h), interpolation=cv2.INTER_LINEAR)
+            out[i, :h, :w] = picture
+        out = (out - mean) * inv_std
+        dtype = next(self.model.parameters()).dtype
+        return torch.from_numpy(out).permute(0, 3, 1, 2).to(self.device, dtype), (h, w)
+
+    @classmethod
+    def from_folder(cls, folder: str | Path, device=None) -> "GenevalOfficialDetector":
+        from transformers import Mask2FormerForUniversalSegmentation
+
+        try:
+            import cv2  # noqa: F401  (mmdet resizes with OpenCV; another resize moves mask edges)
+        except ImportError:
+            raise DetectorUnavailable("the geneval-official detector resizes with OpenCV as mmdet does: pip install opencv-python-headless") from None
+        provenance = official_provenance(folder)
+        model = _local_pretrained(Mask2FormerForUniversalSegmentation, str(folder), "GenEval's converted mmdet weights")
+        return cls(model, folder, provenance, device=device)
+
+
+def official_provenance(folder: str | Path) -> dict:
+    """The `geneval_official.json` a conversion wrote into `folder`; one line when there is none."""
+    from jsbench.rewards.mmdet_convert import PROVENANCE_FILE
+
+    path = Path(folder) / PROVENANCE_FILE
+    if not path.is_file():
+        raise DetectorUnavailable(
+            f"{str(folder)!r} holds no {PROVENANCE_FILE}: convert GenEval's checkpoint first "
+            "(jsbench detectors convert-mmdet CHECKPOINT FOLDER)"
+        )
+    return json.loads(path.read_text())
+
+
+def official_id(provenance: dict) -> str:
+    """Provenance id of converted mmdet weights: the source checkpoint's name and sha256 prefix."""
+    return f"geneval-official:{provenance.get('source', '?')}@sha256:{str(provenance.get('source_sha256', ''))[:12]}"
+
+
+def detector_weights(detector: str | None) -> str:
+    """Whose weights a recorded detector id ran, in words (for leaderboards); "" for the embedded world."""
+    detector = detector or ""
+    if detector == OFFICIAL_DETECTOR_ID:
+        return "GenEval's official weights (mmdet)"
+    if detector.startswith("geneval-official:"):
+        from jsbench.rewards.mmdet_convert import is_official_sha256
+
+        if is_official_sha256(detector.rpartition("@sha256:")[2]):
+            return "GenEval's official weights, converted from mmdet"
+        return "converted mmdet weights, not a checkpoint GenEval publishes"
+    if detector == f"mask2former:{DEFAULT_MASK2FORMER}":
+        return "Detectron2-trained Mask2Former weights, not GenEval's"
+    if detector.startswith("mask2former:"):
+        return "transformers Mask2Former weights, not GenEval's"
+    if detector.startswith("owl:"):
+        return "OWL weights, not GenEval's"
+    if detector.startswith(WORLD_ID):
+        return ""  # the embedded world's exact detector: no weights
+    return "unrecorded weights" if not detector else "other weights, not GenEval's"
+
+
 # --------------------------------------------------------------------------------------------- mmdet
 
 
@@ -506,7 +600,11 @@ class OwlDetector:
 
 
 def default_detector_id() -> str:
-    return os.environ.get(DETECTOR_ENV) or "mask2former"
+    if os.environ.get(DETECTOR_ENV):
+        return os.environ[DETECTOR_ENV]
+    if os.environ.get(OFFICIAL_FOLDER_ENV):
+        return f"geneval-official:{os.environ[OFFICIAL_FOLDER_ENV]}"
+    return "mask2former"
 
 
 def _parse_spec(spec: str | None) -> tuple[str, str]:
@@ -516,6 +614,10 @@ def _parse_spec(spec: str | None) -> tuple[str, str]:
     if spec in ("world", "mmdet"):
         return spec, ""
     kind, sep, model_id = spec.partition(":")
+    if kind == "geneval-official":
+        if not model_id:
+            raise JsbenchError("geneval-official needs the converted folder: geneval-official:FOLDER")
+        return kind, model_id
     if sep and kind in ("owl", "mask2former"):
         return kind, model_id or (DEFAULT_OWL if kind == "owl" else DEFAULT_MASK2FORMER)
     if spec in ("owl", "mask2former"):
@@ -526,18 +628,22 @@ def _parse_spec(spec: str | None) -> tuple[str, str]:
 def detector_id(spec: str | None = None) -> str:
     """The provenance id `load_detector(spec)` will carry, known without loading any weights."""
     kind, model_id = _parse_spec(spec)
+    if kind == "geneval-official":
+        return official_id(official_provenance(model_id))
     return {"world": WORLD_ID, "mmdet": OFFICIAL_DETECTOR_ID}.get(kind) or f"{kind}:{model_id}"
 
 
 def load_detector(name: str | None = None, device=None) -> Detector:
-    """'mask2former' (default) or 'mask2former:MODEL', 'owl' or 'owl:MODEL', 'mmdet', 'world', or a model
-    id / local folder (an OWL model when its name says owl, else Mask2Former). $JSBENCH_GENEVAL_DETECTOR
-    gives the default."""
+    """'mask2former' (default) or 'mask2former:MODEL', 'owl' or 'owl:MODEL', 'mmdet', 'geneval-official:FOLDER',
+    'world', or a model id / local folder (an OWL model when its name says owl, else Mask2Former).
+    $JSBENCH_GENEVAL_DETECTOR gives the default, else $JSBENCH_GENEVAL_OFFICIAL (a converted folder)."""
     kind, model_id = _parse_spec(name)
     if kind == "world":
         return WorldDetector()
     if kind == "mmdet":
         return MMDetDetector(device=device)
+    if kind == "geneval-official":
+        return GenevalOfficialDetector.from_folder(model_id, device=device)
     if kind == "owl":
         return OwlDetector.from_pretrained(model_id, device=device)
     return Mask2FormerDetector.from_pretrained(model_id, device=device)

@@ -10,7 +10,9 @@ On a real backbone (`RealGenEvalSuite`) the prompts are GenEval's official 553
 `evaluation_metadata.jsonl` (`metadata=PATH`); training prompts come from the same generator under other
 seeds, minus every entry whose rules equal a test entry's. The detector (`jsbench.rewards.detectors`) is
 `detector=` a spec or an object, else $JSBENCH_GENEVAL_DETECTOR, else Mask2Former (COCO instance, from
-transformers); `owl` and `mmdet` (the official one, when mmdet is installed) are options. Each image is
+transformers); `owl`, `mmdet` (the official one, when mmdet is installed) and `geneval-official:FOLDER`
+(GenEval's weights converted by `jsbench detectors convert-mmdet`; the default when $JSBENCH_GENEVAL_OFFICIAL
+names the folder) are options. Each image is
 detected against its own prompt's classes, so its verdict never depends on the other prompts of a batch.
 Colours come from GenEval's CLIP rule on the detection's mask over grey #999 (`color_model="ARCH:TAG"`,
 else $JSBENCH_GENEVAL_COLOR_MODEL, else ViT-L-14:openai, fp32 weights). Models load on first scoring,
