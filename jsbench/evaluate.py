@@ -109,7 +109,7 @@ def resolve_schedule(spec: str, backbone, steps: int, suite=None, log=None) -> S
         # each backbone names its own many-step reference (`ceiling_steps`: 200, scenes-dit's 50); the row is
         # a reference for every budget, so it has none of its own
         n = int(arg) if arg else int(backbone.ceiling_steps)
-        own = n == getattr(backbone, "default_steps", None) and not backbone.draws_embedded_world  # a real model's own count
+        own = n == backbone.default_steps and not backbone.draws_embedded_world  # a real model's own count
         return ScheduleSource(spec, f"ceiling ({n} steps{', pipeline default' if own else ''})", n, lambda x, c: backbone.default_sigmas(n, x), budget=None)
     # Schedules stay float32 up to the backbone, whatever the latents' dtype: the adapter alone turns them
     # into model timesteps (rounded to bf16 here, neighbouring sigmas near 1 would merge)

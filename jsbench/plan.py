@@ -255,16 +255,16 @@ def plan_compare(suite: str, backbone: str, steps_list: list[int], *, gpu: str =
         plan.rows.append(cost.row("default", steps, images))
         for spec in [*zoo, *schedules]:
             kind = spec.partition(":")[0]
-            if kind == "ays" and getattr(cls, "ays_schedule", None) is None:
+            if kind == "ays" and cls.ays_schedule is None:
                 continue  # compare skips it too: the family has none
-            if kind.startswith("oss") and real and getattr(cls, "clock_kind", "flow") != "flow":
+            if kind.startswith("oss") and real and cls.clock_kind != "flow":
                 continue  # no flow velocity (SD-XL)
             extra, note = _teacher_rows(spec, steps, cls, cost, images)
             plan.rows.append(cost.row(spec, steps, images, extra, note))
         if policies_dir is not None:
             from jsbench.compare import shipped_policies
 
-            for folders in shipped_policies(policies_dir, getattr(cls, "name", backbone) or backbone, steps, suite):
+            for folders in shipped_policies(policies_dir, cls.name or backbone, steps, suite):
                 # a learned row is the mean of its training seeds: each seed's policy samples every image
                 name = folders[0].parent.name if folders[0].name.startswith("seed") else folders[0].name
                 plan.rows.append(cost.row(f"policy:{name} ({len(folders)} training seeds)" if len(folders) > 1 else f"policy:{name}",

@@ -28,7 +28,7 @@ TEACHER_ZOO = ("oss", "oss-mean", "oss-image", "searched")
 
 def is_real(backbone) -> bool:
     """True for a real diffusers model (a backbone or its class): one that does not draw the embedded world."""
-    return not bool(getattr(backbone, "draws_embedded_world", True))
+    return backbone is not None and not backbone.draws_embedded_world  # None: an unknown name, refused later
 
 
 def default_seeds(suite_name: str, real: bool) -> int:
@@ -47,7 +47,7 @@ def default_zoo(real: bool) -> list[str]:
 def ceiling_spec(backbone) -> str:
     """The `--schedule` of compare's ceiling row: the backbone's own `ceiling_steps` on an embedded world, the
     pipeline's default step count on a real model."""
-    if is_real(backbone) and getattr(backbone, "default_steps", None):
+    if is_real(backbone) and backbone.default_steps:
         return f"ceiling:{int(backbone.default_steps)}"
     return "ceiling"
 

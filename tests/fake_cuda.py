@@ -90,6 +90,10 @@ class FakeCuda(TorchDispatchMode):
         self._cuda_query = torch.cuda.is_available, torch.cuda.device_count
         torch.cuda.is_available, torch.cuda.device_count = (lambda: True), (lambda: 1)
         self._orig, patched = _patched_methods(self)
+        # the names torch.Tensor defines itself; the others it inherits from TensorBase and gets back when the
+        # patch is deleted. (Once __getitem__ was set on Tensor, CPython keeps its sequence slot: after this
+        # mode, torch.tensor([0-d tensors]) calls len() on them in this process. jsbench uses torch.stack.)
+        self._own = {name for name in self._orig if name in torch.Tensor.__dict__}
         for name, fn in patched.items():
             setattr(torch.Tensor, name, fn)
         self._factories = {name: getattr(torch, name) for name in ("tensor", "as_tensor")}
@@ -100,7 +104,10 @@ class FakeCuda(TorchDispatchMode):
     def __exit__(self, *exc):
         out = super().__exit__(*exc)
         for name, fn in self._orig.items():
-            setattr(torch.Tensor, name, fn)
+            if name in self._own:
+                setattr(torch.Tensor, name, fn)
+            else:
+                delattr(torch.Tensor, name)
         for name, fn in self._factories.items():
             setattr(torch, name, fn)
         torch.cuda._lazy_init = self._lazy_init

@@ -195,4 +195,4 @@ def test_leaderboard_page_links_every_backbones_figures(tmp_path):
         (figs / f"{name}.png").write_bytes(b"png")
     titles = [t for t, _ in figure_links(tmp_path, "geneval")]
     assert titles == ["analytic · 3 steps · schedules", "analytic · 3 steps · training", "analytic · 5 steps · schedules",
-                      "scenes-dit · 3 steps · images (seed 0)"]
+                      "scenes-dit · 3 steps · images (image 0 of each prompt)"]

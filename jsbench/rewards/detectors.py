@@ -187,7 +187,7 @@ def mask2bbox(masks: torch.Tensor) -> torch.Tensor:
     for i in range(n):
         x, y = torch.nonzero(cols[i]).flatten(), torch.nonzero(rows[i]).flatten()
         if len(x) and len(y):
-            out[i] = torch.tensor([x[0], y[0], x[-1] + 1, y[-1] + 1], dtype=torch.float32)
+            out[i] = torch.stack([x[0], y[0], x[-1] + 1, y[-1] + 1]).to(torch.float32)
     return out
 
 
