@@ -162,7 +162,7 @@ def build_policy_on(config: PolicyConfig, backbone=None, device=None) -> Schedul
 def default_arch(backbone) -> str:
     """`train`'s architecture when none is asked: small on the embedded worlds (their shipped policies are
     small ones), xattn on the real backbones."""
-    return "small" if getattr(backbone, "draws_embedded_world", False) else "xattn"
+    return "small" if backbone.draws_embedded_world else "xattn"
 
 
 def make_policy(backbone, steps: int, kind: str = "instance", device=None, **options) -> SchedulePolicy:

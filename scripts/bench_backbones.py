@@ -9,8 +9,8 @@ Two questions (issue 3), answered per backbone:
    process. For context it also times the diffusers pipeline over the same batch (one shared schedule,
    embeddings precomputed), and the naive way to get per-row schedules from it: one call per row.
 2. What does the policy cost? (a) measured on the tiny pipelines: the policy's forward over the
-   sampler call; (b) at full size, where neither can run here: FLOPs of the ~20M-parameter policy at
-   the real latent size over FLOPs of one full-size backbone step (real configs instantiated on the
+   sampler call; (b) at full size, where neither can run here: FLOPs of the policy train builds
+   (`jsbench policies size`) at the real shapes over FLOPs of one full-size backbone step (real configs instantiated on the
    meta device, counted with torch's FlopCounterMode: no weights, no memory), per step and per sampler
    call at the backbone's default step count (goal <= 1% per step).
 
@@ -37,7 +37,7 @@ from jsbench.backbones import load_backbone  # noqa: E402
 from jsbench.backbones.full_size import FULL_SIZE, full_size, full_size_network, step_inputs  # noqa: E402
 from jsbench.backbones.tiny import TINY_KINDS, save_tiny_pipeline  # noqa: E402
 from jsbench.io import add_result_options, write_result  # noqa: E402
-from jsbench.policy_features import full_size_config  # noqa: E402
+from jsbench.policy_size import policy_size  # noqa: E402
 from jsbench.schedule import floor_increments, increments_from_sigmas, sigmas_from_increments  # noqa: E402
 
 # Published configs of the full-size networks (the models' transformer/unet config.json), used only on
@@ -87,15 +87,10 @@ def _policy(latent_shape, pooled_dim: int, steps: int, width: int, feature_depth
 
 
 def full_size_policy(kind: str, steps: int) -> tuple[int, int]:
-    """(forward FLOPs for one sample, parameters) of the ~20M policy at the real latent size."""
-    spec = full_size(kind)
-    fs = full_size_config(spec["latent"])
-    with torch.device("meta"):
-        pol, fwd = _policy(spec["latent"], spec["pooled"], steps, fs["width"], feature_depth=fs["depth"])
-        x, c = torch.empty(1, *spec["latent"]), torch.empty(1, spec["pooled"])
-        params = sum(p.numel() for p in pol.parameters())
-        flops = _flop_count(lambda: fwd(x, c))
-    return flops, params
+    """(forward FLOPs for one sample, parameters) of the policy `jsbench train` builds at the real shapes
+    (`jsbench policies size`: the xattn architecture, reading the prompt's tokens)."""
+    row = policy_size(kind, steps, sampler=False)
+    return round(row["gflops_per_row"] * 1e9), row["params"]
 
 
 def _timed(fn) -> float:
@@ -226,7 +221,7 @@ def main(argv=None) -> int:
               f"{r['per_row_over_shared_median']:>11.3f}x{1e3 * s['pipeline_shared']:>13.1f}{naive:>11}"
               f"{100 * r['tiny_policy_over_sampler']:>15.2f}%")
     if full:
-        print("\nfull size at 1024 px (FLOPs counted on the meta device; ~20M-parameter policy, one forward per sample)")
+        print("\nfull size at 1024 px (FLOPs counted on the meta device; the policy train builds, one forward per sample)")
         head = f"{'backbone':<14}{'net params':>11}{'step TFLOPs':>13}{'policy params':>15}{'policy GFLOPs':>15}{'policy/step':>13}{'policy/call':>13}"
         print(head)
         print("-" * len(head))
