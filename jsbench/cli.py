@@ -437,7 +437,7 @@ class SizeFormat(str, Enum):
 
 @policies_app.command("size")
 def policies_size(
-    backbone: str = typer.Option(..., help="A real backbone with full-size shapes (sdxl, sd35, sd35-large, flux-dev, flux-schnell)."),
+    backbone: str = typer.Option(..., help="A real backbone: sdxl, sd35-medium, sd35-large, flux-dev, flux-schnell."),
     steps: Optional[int] = typer.Option(None, min=1, help="Step budget N (default: the backbone's default steps)."),
     policy_arch: str = typer.Option("auto", help="auto (what train builds), small or xattn."),
     fmt: SizeFormat = typer.Option(SizeFormat.table, "--format", help="table or json."),

@@ -14,7 +14,7 @@ from jsbench.backbones import backbone_class
 from jsbench.backbones.full_size import FULL_SIZE, full_size, full_size_network, step_inputs
 from jsbench.policy import POLICY_ARCHS, PolicyConfig, build_policy
 
-__all__ = ["policy_size", "flop_count", "denoiser_step_flops"]
+__all__ = ["policy_size", "full_size_name", "flop_count", "denoiser_step_flops"]
 
 
 def flop_count(fn) -> int:
@@ -35,6 +35,20 @@ def denoiser_step_flops(name: str) -> tuple[int, int]:
     return flops, sum(p.numel() for p in net.parameters())
 
 
+def full_size_name(name: str) -> str:
+    """The FULL_SIZE entry that sizes backbone `name`: its own, or the one its class inherits unchanged (sd35-medium
+    is sd35's network); refused for a name without one (the embedded worlds, scenes-dit: not a published model)."""
+    if name in FULL_SIZE:
+        return name
+    cls = backbone_class(name)
+    if cls is not None and not cls.draws_embedded_world:
+        for key in FULL_SIZE:
+            owner = backbone_class(key)
+            if issubclass(cls, owner) and cls.full_size is owner.full_size:
+                return key
+    raise JsbenchError(f"no full-size shapes for backbone {name!r}; one of {', '.join(FULL_SIZE)} (or a variant of one)")
+
+
 def policy_size(name: str, steps: int | None = None, arch: str | None = None, sampler: bool = True) -> dict:
     """The policy `jsbench train --backbone NAME --steps N [--policy-arch A]` builds, at full size:
     {"params", "reads", "gflops_per_row", "sampler_share"} and its settings. `sampler_share` is the policy's
@@ -42,11 +56,10 @@ def policy_size(name: str, steps: int | None = None, arch: str | None = None, sa
     from jsbench.policy import default_arch
     from jsbench.policy_xattn import xattn_defaults
 
-    if name not in FULL_SIZE:
-        raise JsbenchError(f"no full-size shapes for backbone {name!r}; one of {', '.join(FULL_SIZE)}")
+    sized = full_size_name(name)
     if arch not in (None, "auto", *POLICY_ARCHS):
         raise JsbenchError(f"unknown policy architecture {arch!r} (auto, {', '.join(POLICY_ARCHS)})")
-    spec = full_size(name)
+    spec = full_size(sized)
     steps = int(steps or spec["default_steps"])
     if steps < 1:
         raise JsbenchError(f"--steps must be at least 1, got {steps}")
@@ -67,7 +80,7 @@ def policy_size(name: str, steps: int | None = None, arch: str | None = None, sa
         reads.append(f"tokens[{T},{D}] ({' + '.join(parts)})")
     share = None
     if sampler:
-        step, _ = denoiser_step_flops(name)
+        step, _ = denoiser_step_flops(sized)
         share = flops / (steps * step)
     return {"backbone": name, "arch": arch, "steps": steps, "width": width, "depth": depth,
             "params": sum(t.numel() for t in policy.parameters()), "reads": reads,

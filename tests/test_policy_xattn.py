@@ -52,8 +52,11 @@ def test_policies_size_cli_json_and_refusals(cli):
     row = json.loads(out)
     assert set(row) >= {"params", "reads", "gflops_per_row", "sampler_share"} and row["steps"] == 4
     assert "tokens[77,2048] (CLIP 77)" in row["reads"]
-    code, out, err = cli("policies", "size", "--backbone", "analytic")
-    assert code == 2 and len(err.strip().splitlines()) == 1 and "full-size" in err
+    code, out, err = cli("policies", "size", "--backbone", "sd35-medium", "--format", "json")
+    assert code == 0 and json.loads(out)["params"] == json.loads(cli("policies", "size", "--backbone", "sd35", "--format", "json")[1])["params"]
+    for name in ("analytic", "scenes-dit"):  # no published full-size shapes
+        code, out, err = cli("policies", "size", "--backbone", name)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and "full-size" in err
     code, out, err = cli("policies", "size", "--backbone", "sdxl", "--policy-arch", "big")
     assert code == 2 and len(err.strip().splitlines()) == 1
 
