@@ -4,7 +4,7 @@ sampler at full size: the library behind scripts/bench_backbones.py.
 `bench_one`: one batched `backbone.sample` call with a distinct schedule per row over one shared
 schedule, on a tiny random-weight pipeline, with the diffusers pipeline and one call per row for
 context; `backbone_step_flops` and `full_size_policy`: FLOPs of one full-size backbone step and of the
-policy at the real latent size, counted on the meta device (no weights, no memory).
+policy `train` builds at the real shapes, counted on the meta device (no weights, no memory).
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import torch
 from jsbench.backbones import load_backbone
 from jsbench.backbones.full_size import FULL_SIZE, full_size, full_size_network, step_inputs  # noqa: F401 (FULL_SIZE: re-exported)
 from jsbench.costs import per_row_schedules, timed
-from jsbench.policy_features import full_size_config
 
 # The full-size networks' published configs and shapes live with the backbones (jsbench.backbones.full_size)
 
@@ -65,15 +64,12 @@ def _policy(latent_shape, pooled_dim: int, steps: int, width: int, feature_depth
 
 
 def full_size_policy(kind: str, steps: int) -> tuple[int, int]:
-    """(forward FLOPs for one sample, parameters) of the ~20M policy at the real latent size."""
-    spec = full_size(kind)
-    fs = full_size_config(spec["latent"])
-    with torch.device("meta"):
-        pol, fwd = _policy(spec["latent"], spec["pooled"], steps, fs["width"], feature_depth=fs["depth"])
-        x, c = torch.empty(1, *spec["latent"]), torch.empty(1, spec["pooled"])
-        params = sum(p.numel() for p in pol.parameters())
-        flops = _flop_count(lambda: fwd(x, c))
-    return flops, params
+    """(forward FLOPs for one sample, parameters) of the policy `jsbench train` builds at the real shapes
+    (`jsbench policies size`: the xattn architecture, reading the prompt's tokens)."""
+    from jsbench.policy_size import policy_size
+
+    row = policy_size(kind, steps, sampler=False)
+    return round(row["gflops_per_row"] * 1e9), row["params"]
 
 
 def bench_one(kind: str, folder: Path, batch: int, steps: int, repeats: int, naive: bool) -> dict:

@@ -701,6 +701,35 @@ def policies_list(
     console.print(tables.policies_table(rows, display_path(root)))
 
 
+class SizeFormat(str, Enum):
+    table = "table"
+    json = "json"
+
+
+@policies_app.command("size")
+def policies_size(
+    backbone: str = typer.Option(..., help="A real backbone: sdxl, sd35-medium, sd35-large, flux-dev, flux-schnell."),
+    steps: Optional[int] = typer.Option(None, min=1, help="Step budget N (default: the backbone's default steps)."),
+    policy_arch: str = typer.Option("auto", help="auto (what train builds), small or xattn."),
+    fmt: SizeFormat = typer.Option(SizeFormat.table, "--format", help="table or json."),
+):
+    """The policy train builds for BACKBONE at full size (1024^2): parameters, inputs and FLOPs next to sampling.
+
+    Built on the meta device from the published shapes: no weights are read."""
+    import json
+
+    from jsbench.policy_size import policy_size
+
+    row = policy_size(backbone, steps, policy_arch)
+    if fmt == SizeFormat.json:
+        sys.stdout.write(json.dumps(row) + "\n")
+        return
+    console.print(f"{row['backbone']} at {row['steps']} steps, arch {row['arch']} (width {row['width']}, depth {row['depth']})")
+    console.print(f"  parameters     {row['params'] / 1e6:.2f}M")
+    console.print(f"  reads          {', '.join(row['reads'])}")
+    console.print(f"  GFLOPs per row {row['gflops_per_row']:.2f}  ({100 * row['sampler_share']:.4f}% of one sampling)")
+
+
 @policies_app.command("show")
 def policies_show(path: Path = typer.Argument(..., help="Policy folder.")):
     """A policy's manifest, verified against its weights."""

@@ -94,7 +94,7 @@ def policy_source(policy, label: str = "policy", spec: str = "policy:<in memory>
     `checksum` (the saved weights' sha256) keys the resumable side file; None for an unsaved policy."""
 
     def make(x, c):
-        return policy.mean_sigmas(x, c.pooled)
+        return policy.mean_sigmas(x, c.pooled, c.tokens, c.token_mask)
 
     return ScheduleSource(spec=spec, label=label, steps=policy.config.steps, make=make, checksum=checksum, manifest=manifest)
 

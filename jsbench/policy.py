@@ -4,6 +4,8 @@
 one pass, the concentration alpha of a Dirichlet over the simplex; the increments are
 Delta = floor + (1 - N*floor) * D with D ~ Dir(alpha), so every step is at least `floor`.
 `GlobalSchedulePolicy` has one learned alpha and no inputs: it isolates what conditioning adds.
+`CrossAttentionSchedulePolicy` (arch "xattn", jsbench/policy_xattn.py) reads x_T through a multi-scale
+encoder whose features cross-attend to the prompt's per-token embeddings (`Condition.tokens`).
 
 Both start at the backbone's default schedule: the last layer is zero and alpha = c0 * D_default, so
 the Dirichlet mean of an untrained policy *is* the default schedule, and evaluation (which uses the
@@ -31,6 +33,9 @@ LOG_ALPHA_MAX = math.log(1e5)  # above this log-probabilities lose all precision
 SIMPLEX_EPS = 1e-12
 
 
+POLICY_ARCHS = ("small", "xattn")
+
+
 class PolicyError(JsbenchError):
     pass
 
@@ -45,10 +50,19 @@ class PolicyConfig:
     concentration: float = 32.0
     floor: float | None = None
     width: int = 128
-    depth: int = 2
+    depth: int = 2  # the small arch's trunk layers; xattn's cross-attention blocks
+    arch: str = "small"  # "small" (pooled prompt + noise features, summed, an MLP) or "xattn"; old manifests: small
+    token_dim: int | None = None  # width of the prompt's token embeddings (xattn)
 
     def __post_init__(self):
         self.latent_shape = tuple(self.latent_shape)
+        if self.arch not in POLICY_ARCHS:
+            raise PolicyError(f"unknown policy architecture {self.arch!r} ({' or '.join(POLICY_ARCHS)})")
+        if self.arch == "xattn":
+            if self.kind != "instance":
+                raise PolicyError(f"the xattn architecture reads the noise and the prompt's tokens: a {self.kind} policy takes arch small")
+            if not self.token_dim:
+                raise PolicyError("the xattn architecture needs the width of the prompt's token embeddings (token_dim)")
         if self.floor is None:
             self.floor = default_floor(self.steps)
         if self.kind not in ("instance", "prompt", "global"):
@@ -68,27 +82,28 @@ class SchedulePolicy(nn.Module):
         simplex = simplex / simplex.sum()
         self.register_buffer("log_alpha0", torch.log(self.config.concentration * simplex).to(torch.float32))
 
-    def log_alpha(self, x_T: torch.Tensor, pooled: torch.Tensor) -> torch.Tensor:
+    def log_alpha(self, x_T: torch.Tensor, pooled: torch.Tensor, tokens=None, token_mask=None) -> torch.Tensor:
         raise NotImplementedError
 
-    def concentration(self, x_T: torch.Tensor, pooled: torch.Tensor) -> torch.Tensor:
+    # `tokens` [B, T, D] and `token_mask` [B, T] (a Condition's) are read by the xattn arch, ignored by the others
+    def concentration(self, x_T: torch.Tensor, pooled: torch.Tensor, tokens=None, token_mask=None) -> torch.Tensor:
         """alpha [B, N], clamped so the Dirichlet can neither underflow nor overflow."""
-        return self.log_alpha(x_T, pooled).clamp(LOG_ALPHA_MIN, LOG_ALPHA_MAX).exp()
+        return self.log_alpha(x_T, pooled, tokens, token_mask).clamp(LOG_ALPHA_MIN, LOG_ALPHA_MAX).exp()
 
-    def distribution(self, x_T, pooled) -> torch.distributions.Dirichlet:
-        return torch.distributions.Dirichlet(self.concentration(x_T, pooled))
+    def distribution(self, x_T, pooled, tokens=None, token_mask=None) -> torch.distributions.Dirichlet:
+        return torch.distributions.Dirichlet(self.concentration(x_T, pooled, tokens, token_mask))
 
-    def sample_simplex(self, x_T, pooled, samples: int) -> torch.Tensor:
+    def sample_simplex(self, x_T, pooled, samples: int, tokens=None, token_mask=None) -> torch.Tensor:
         """[B, K, N] points of the simplex, strictly inside it (no exact zeros)."""
         with torch.no_grad():
-            alpha = self.concentration(x_T, pooled)
+            alpha = self.concentration(x_T, pooled, tokens, token_mask)
             draws = torch.distributions.Dirichlet(alpha).sample((samples,)).transpose(0, 1)
         draws = draws.clamp_min(SIMPLEX_EPS)
         return draws / draws.sum(-1, keepdim=True)
 
-    def log_prob(self, x_T, pooled, simplex: torch.Tensor) -> torch.Tensor:
+    def log_prob(self, x_T, pooled, simplex: torch.Tensor, tokens=None, token_mask=None) -> torch.Tensor:
         """log Dir(simplex | alpha(x_T, c)) for simplex [B, K, N] -> [B, K]."""
-        alpha = self.concentration(x_T, pooled)
+        alpha = self.concentration(x_T, pooled, tokens, token_mask)
         return torch.distributions.Dirichlet(alpha[:, None, :]).log_prob(simplex)
 
     def increments(self, simplex: torch.Tensor) -> torch.Tensor:
@@ -98,9 +113,9 @@ class SchedulePolicy(nn.Module):
         return sigmas_from_increments(self.increments(simplex))
 
     @torch.no_grad()
-    def mean_sigmas(self, x_T, pooled) -> torch.Tensor:
+    def mean_sigmas(self, x_T, pooled, tokens=None, token_mask=None) -> torch.Tensor:
         """The deterministic evaluation schedule: sigmas of the Dirichlet mean, [B, N+1]."""
-        alpha = self.concentration(x_T, pooled)
+        alpha = self.concentration(x_T, pooled, tokens, token_mask)
         return self.sigmas(alpha / alpha.sum(-1, keepdim=True))
 
     # ------------------------------------------------------------------------------------ persistence
@@ -131,6 +146,8 @@ class SchedulePolicy(nn.Module):
 def build_policy(config: PolicyConfig) -> SchedulePolicy:
     if config.kind == "global":
         return GlobalSchedulePolicy(config)
+    if config.arch == "xattn":
+        return CrossAttentionSchedulePolicy(config)
     return DirichletSchedulePolicy(config)
 
 
@@ -142,12 +159,25 @@ def build_policy_on(config: PolicyConfig, backbone=None, device=None) -> Schedul
         return build_policy(config).to(dtype=torch.float32)
 
 
+def default_arch(backbone) -> str:
+    """`train`'s architecture when none is asked: small on the embedded worlds (their shipped policies are
+    small ones), xattn on the real backbones."""
+    return "small" if backbone.draws_embedded_world else "xattn"
+
+
 def make_policy(backbone, steps: int, kind: str = "instance", device=None, **options) -> SchedulePolicy:
-    """A fresh float32 policy on the backbone's device, at a step budget, starting at its default schedule."""
+    """A fresh float32 policy on the backbone's device, at a step budget, starting at its default schedule.
+    `arch="xattn"` without width/depth takes `policy_xattn.xattn_defaults` for the backbone's latent."""
     if steps < 1 or steps > backbone.max_steps:
         raise PolicyError(f"steps must be in 1..{backbone.max_steps} for backbone {backbone.name}, got {steps}")
     probe = backbone.initial_noise([0])
     default = increments_from_sigmas(backbone.default_sigmas(steps, probe).double())[0].cpu().tolist()
+    if options.get("arch") == "xattn":
+        from jsbench.policy_xattn import xattn_defaults
+
+        width, blocks = xattn_defaults(backbone.latent_shape)
+        options = {"width": width, "depth": blocks, **{k: v for k, v in options.items() if v is not None}}
+        options.setdefault("token_dim", getattr(backbone, "token_dim", None))
     config = PolicyConfig(kind=kind, steps=steps, pooled_dim=backbone.pooled_dim, latent_shape=backbone.latent_shape, default_increments=default, **options)
     return build_policy_on(config, backbone, device)
 
@@ -161,7 +191,7 @@ class GlobalSchedulePolicy(SchedulePolicy):
         self._init_alpha_offset()
         self.delta = nn.Parameter(torch.zeros(config.steps))
 
-    def log_alpha(self, x_T, pooled):
+    def log_alpha(self, x_T, pooled, tokens=None, token_mask=None):
         return (self.log_alpha0 + self.delta).expand(pooled.shape[0], -1)
 
 
@@ -190,10 +220,35 @@ class DirichletSchedulePolicy(SchedulePolicy):
         nn.init.zeros_(self.head.weight)
         nn.init.zeros_(self.head.bias)
 
-    def log_alpha(self, x_T, pooled):
+    def log_alpha(self, x_T, pooled, tokens=None, token_mask=None):
         h = self.text(pooled.to(self.head.weight.dtype))
         if self.noise is not None:
             h = h + self.noise(x_T.to(self.head.weight.dtype))
+        return self.log_alpha0 + self.head(self.trunk(h))
+
+
+class CrossAttentionSchedulePolicy(SchedulePolicy):
+    """alpha(x_T, c): multi-scale noise features cross-attending to the prompt's tokens, an MLP, log-alpha out
+    (zero-initialised head: the untrained policy is the default schedule). See jsbench/policy_xattn.py."""
+
+    def __init__(self, config: PolicyConfig):
+        super().__init__()
+        from jsbench.policy_xattn import CrossAttentionFeatures
+
+        self.config = config
+        self._init_alpha_offset()
+        w = config.width
+        self.features = CrossAttentionFeatures(config.latent_shape, config.pooled_dim, config.token_dim, w, config.depth)
+        self.trunk = nn.Sequential(nn.SiLU(), nn.Linear(w, w), nn.SiLU())
+        self.head = nn.Linear(w, config.steps)
+        nn.init.zeros_(self.head.weight)
+        nn.init.zeros_(self.head.bias)
+
+    def log_alpha(self, x_T, pooled, tokens=None, token_mask=None):
+        if tokens is None or token_mask is None:
+            raise PolicyError("the xattn policy reads the prompt's tokens: pass the Condition's tokens and token_mask")
+        dtype = self.head.weight.dtype
+        h = self.features(x_T.to(dtype), pooled.to(dtype), tokens.to(dtype), token_mask)
         return self.log_alpha0 + self.head(self.trunk(h))
 
 

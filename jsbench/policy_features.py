@@ -19,8 +19,10 @@ will become an object), which a learned query can pick out. Optional text-condit
 "cross-attention" fusion with the prompt; the MLP that fuses features with the text embedding and the
 zero-initialised head that keeps an untrained policy at the default schedule live in policy.py.
 
-Size: the paper's policy is about 20M parameters at full size; `full_size_config(latent_shape)` gives a
-width/depth in that range and `policy_parameter_count` counts it. Tests use widths of 16-32.
+These encoders serve the `small` policy. The method's policy, whose noise features cross-attend to the
+prompt's per-token embeddings (~20M parameters at full size, what `train` builds on the real backbones), is
+`policy_xattn.py`; `jsbench policies size` counts it. `full_size_config(latent_shape)` is a width/depth
+of these encoders in that range (`policy_parameter_count` counts it); train never builds it.
 """
 
 from __future__ import annotations

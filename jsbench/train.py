@@ -34,7 +34,7 @@ from jsbench.baselines import advantages, validate_baseline
 from jsbench.devices import pick_device
 from jsbench.distributed import DistContext, get_context
 from jsbench.io import append_lines, replacing, write_json_atomic, write_text_atomic
-from jsbench.policy import SchedulePolicy, make_policy
+from jsbench.policy import SchedulePolicy, default_arch, make_policy
 from jsbench.rewards import load_reward
 from jsbench.suites import load_suite
 from jsbench.train_config import TrainConfig, train_command  # the run's fields with their CLI help (torch-free, for `jsbench train --help`)
@@ -99,9 +99,11 @@ class Trainer:
         self.reward = load_reward(config.reward, self.backbone)
         self.prompts = [it.prompt for it in load_suite(config.suite, self.backbone).items("train")]
         torch.manual_seed(config.seed)  # parameter init
-        self.policy: SchedulePolicy = make_policy(
-            self.backbone, config.steps, config.policy, concentration=config.concentration, width=config.width
-        )
+        arch = config.policy_arch
+        if arch == "auto":
+            arch = default_arch(self.backbone) if config.policy == "instance" else "small"
+        sizes = {"width": config.width} if config.width is not None else {} if arch == "xattn" else {"width": 128}
+        self.policy: SchedulePolicy = make_policy(self.backbone, config.steps, config.policy, concentration=config.concentration, arch=arch, **sizes)
         self.dist.broadcast_parameters(self.policy)
         # The schedule-level parameters (a global policy's alpha, an instance policy's output bias) move the
         # shared schedule and can take large steps; the conditioning network learns the per-instance
@@ -144,9 +146,10 @@ class Trainer:
             # written on a CPU resumes on a GPU; the RNG state alone must be a CPU tensor
             state = torch.load(self.checkpoint_path, map_location=self.policy_device, weights_only=True)
             saved = state["config"]
-            for key in ("backbone", "steps", "baseline", "reward", "policy", "contexts", "samples", "seed"):
-                if saved[key] != getattr(self.config, key):
-                    raise TrainError(f"cannot resume: checkpoint has {key}={saved[key]!r}, this run asks {getattr(self.config, key)!r}")
+            for key in ("backbone", "steps", "baseline", "reward", "policy", "contexts", "samples", "seed", "policy_arch"):
+                had = saved.get(key, "auto")  # a checkpoint from before --policy-arch: auto (small where it could train)
+                if had != getattr(self.config, key):
+                    raise TrainError(f"cannot resume: checkpoint has {key}={had!r}, this run asks {getattr(self.config, key)!r}")
             self.policy.load_state_dict(state["policy"])
             self.optimizer.load_state_dict(state["optimizer"])
             torch.set_rng_state(state["torch_rng"].cpu())
@@ -201,10 +204,13 @@ class Trainer:
         cfg = self.config
         lo, hi = ro.shard
         torch.manual_seed(ro.torch_seed)
+        c = ro.cond
         if self.dist.distributed:  # the global batch's draws on every process, so they equal one process's
-            ro.simplex = self.policy.sample_simplex(self.dist.gather_rows(ro.x_T), self.dist.gather_rows(ro.cond.pooled), cfg.samples)[lo:hi]
+            gather = self.dist.gather_rows
+            tokens = None if c.tokens is None else (gather(c.tokens), gather(c.token_mask))
+            ro.simplex = self.policy.sample_simplex(gather(ro.x_T), gather(c.pooled), cfg.samples, *(tokens or ()))[lo:hi]
         else:
-            ro.simplex = self.policy.sample_simplex(ro.x_T, ro.cond.pooled, cfg.samples)  # [B, K, N]
+            ro.simplex = self.policy.sample_simplex(ro.x_T, c.pooled, cfg.samples, c.tokens, c.token_mask)  # [B, K, N]
         # float32 sigmas, exactly the floored simplex that log_prob scores: never rounded to the latents'
         # dtype (in bf16 neighbouring sigmas near 1 merge); the adapter alone makes timesteps of them
         ro.sigmas = self.policy.sigmas(ro.simplex).reshape(-1, cfg.steps + 1)
@@ -235,7 +241,7 @@ class Trainer:
         global mean, so the summed gradients are the global one."""
         lo, hi = ro.shard
         adv, lam = advantages(self.config.baseline if baseline is None else baseline, ro.rewards)
-        log_prob = self.policy.log_prob(ro.x_T, ro.cond.pooled, ro.simplex)
+        log_prob = self.policy.log_prob(ro.x_T, ro.cond.pooled, ro.simplex, ro.cond.tokens, ro.cond.token_mask)
         if self.dist.distributed:
             loss = -(adv[lo:hi].to(log_prob.device, log_prob.dtype) * log_prob).sum() / ro.rewards.numel()
         else:

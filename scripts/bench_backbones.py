@@ -9,8 +9,8 @@ Two questions (issue 3), answered per backbone:
    process. For context it also times the diffusers pipeline over the same batch (one shared schedule,
    embeddings precomputed), and the naive way to get per-row schedules from it: one call per row.
 2. What does the policy cost? (a) measured on the tiny pipelines: the policy's forward over the
-   sampler call; (b) at full size, where neither can run here: FLOPs of the ~20M-parameter policy at
-   the real latent size over FLOPs of one full-size backbone step (real configs instantiated on the
+   sampler call; (b) at full size, where neither can run here: FLOPs of the policy train builds
+   (`jsbench policies size`) at the real shapes over FLOPs of one full-size backbone step (real configs instantiated on the
    meta device, counted with torch's FlopCounterMode: no weights, no memory), per step and per sampler
    call at the backbone's default step count (goal <= 1% per step).
 
@@ -82,7 +82,7 @@ def main(argv=None) -> int:
               f"{r['per_row_over_shared_median']:>11.3f}x{1e3 * s['pipeline_shared']:>13.1f}{naive:>11}"
               f"{100 * r['tiny_policy_over_sampler']:>15.2f}%")
     if full:
-        print("\nfull size at 1024 px (FLOPs counted on the meta device; ~20M-parameter policy, one forward per sample)")
+        print("\nfull size at 1024 px (FLOPs counted on the meta device; the policy train builds, one forward per sample)")
         head = f"{'backbone':<14}{'net params':>11}{'step TFLOPs':>13}{'policy params':>15}{'policy GFLOPs':>15}{'policy/step':>13}{'policy/call':>13}"
         print(head)
         print("-" * len(head))

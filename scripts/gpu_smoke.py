@@ -253,7 +253,7 @@ def train_eval_cost(kind: str, folder: str, device, dtype, steps: int, out: Path
     cond = bb.encode([PROMPTS[i % len(PROMPTS)] for i in range(n)])
     policy = trainer.policy
     torch.manual_seed(0)
-    per_row = policy.sigmas(policy.sample_simplex(x, cond.pooled, 1)[:, 0])
+    per_row = policy.sigmas(policy.sample_simplex(x, cond.pooled, 1, cond.tokens, cond.token_mask)[:, 0])
     shared = bb.default_sigmas(steps, x)
     check_sigmas(per_row)
     bb.sample_latents(x, cond, shared)  # warm-up
@@ -261,7 +261,7 @@ def train_eval_cost(kind: str, folder: str, device, dtype, steps: int, out: Path
     _, t_rows = timed(device, lambda: bb.sample_latents(x, cond, per_row), repeat=2)
     top = peak(device)
     _, t_shared = timed(device, lambda: bb.sample_latents(x, cond, shared), repeat=2)
-    _, t_policy = timed(device, lambda: policy.mean_sigmas(x, cond.pooled), repeat=3)
+    _, t_policy = timed(device, lambda: policy.mean_sigmas(x, cond.pooled, cond.tokens, cond.token_mask), repeat=3)
     _, t_sample = timed(device, lambda: bb.sample(x, cond, per_row), repeat=1)
     row["cost"] = {
         "rows": n, "per_row_seconds": round(t_rows, 4), "shared_seconds": round(t_shared, 4),

@@ -122,9 +122,9 @@ def _record_log_prob(policy) -> list[torch.Tensor]:
     seen: list[torch.Tensor] = []
     inner = policy.log_prob
 
-    def log_prob(x_T, pooled, simplex):
+    def log_prob(x_T, pooled, simplex, *tokens):
         seen.append(simplex.detach().clone())
-        return inner(x_T, pooled, simplex)
+        return inner(x_T, pooled, simplex, *tokens)
 
     policy.log_prob = log_prob
     return seen

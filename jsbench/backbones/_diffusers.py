@@ -486,16 +486,32 @@ class DiffusersBackbone:
                     module.to("cpu")
             for i, prompt in enumerate(missing):
                 row = fresh.take([i])
-                self._prompt_cache[prompt] = Condition([prompt], row.pooled.cpu(), {k: v.cpu() for k, v in row.tensors.items()})
+                self._prompt_cache[prompt] = Condition([prompt], row.pooled.cpu(), {k: v.cpu() for k, v in row.tensors.items()},
+                                                       row.tokens.cpu(), row.token_mask.cpu())
         rows = [self._prompt_cache[p] for p in prompts]
         return Condition(
             prompts=prompts,
             pooled=torch.cat([r.pooled for r in rows]).to(self.device),
             tensors={k: torch.cat([r.tensors[k] for r in rows]).to(self.device) for k in rows[0].tensors},
+            tokens=torch.cat([r.tokens for r in rows]).to(self.device),
+            token_mask=torch.cat([r.token_mask for r in rows]).to(self.device),
         )
 
     def _encode_prompts(self, prompts: list[str]) -> Condition:
         raise NotImplementedError
+
+    @property
+    def token_dim(self) -> int:
+        """Width of the per-token embeddings the policy reads (`Condition.tokens`): the denoiser's text width."""
+        raise NotImplementedError
+
+    def _token_mask(self, tokenizer, prompts: list[str], length: int) -> torch.Tensor:
+        """[B, length] bool, True on the tokens `tokenizer` gives the prompts (padded and cut to `length` as
+        the pipeline's encode_prompt does); all False where the pipeline has no such encoder."""
+        if tokenizer is None:
+            return torch.zeros(len(prompts), length, dtype=torch.bool, device=self.device)
+        ids = tokenizer(prompts, padding="max_length", max_length=length, truncation=True, return_tensors="pt")
+        return ids.attention_mask.to(self.device, torch.bool)
 
     def _check_batch(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:
         if x_T.shape[0] != len(cond) or sigmas.shape[0] != x_T.shape[0]:

@@ -21,7 +21,7 @@ from jsbench.backbones import register
 from jsbench.backbones.base import DEFAULT_CEILING_STEPS, Condition
 from jsbench.devices import pick_device
 from jsbench.schedule import check_sigmas, shifted_sigmas
-from jsbench.world import EmbeddedWorld
+from jsbench.world import EmbeddedWorld, token_features
 from jsbench.world.mixture import euler_flow
 
 
@@ -55,12 +55,20 @@ class AnalyticBackbone:
     def latent_shape(self) -> tuple[int, ...]:
         return (self.world.latent_dim,)
 
+    @property
+    def token_dim(self) -> int:
+        """Width of `Condition.tokens`: one row per word, in the pooled vector's coordinates."""
+        return self.world.pooled_dim
+
     def encode(self, prompts: Sequence[str]) -> Condition:
         prompts = list(prompts)
         for p in prompts:
             self.world.validate(p)  # fail early, with the prompt named, before any sampling
         pooled = torch.stack([self.world.embed(p) for p in prompts]).to(self.device, self.dtype)
-        return Condition(prompts=prompts, pooled=pooled)
+        rows = [token_features(p, self.world.embed) for p in prompts]
+        tokens = torch.stack([t for t, _ in rows]).to(self.device, self.dtype)
+        mask = torch.stack([m for _, m in rows]).to(self.device)
+        return Condition(prompts=prompts, pooled=pooled, tokens=tokens, token_mask=mask)
 
     def initial_noise(self, seeds: Sequence[int]) -> torch.Tensor:
         rows = [torch.randn(self.world.latent_dim, generator=torch.Generator().manual_seed(int(s))) for s in seeds]

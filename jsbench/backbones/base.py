@@ -17,7 +17,8 @@ import torch
 
 @dataclass
 class Condition:
-    """Encoded prompts. `pooled` [B, P] is what the policy reads; `tensors` hold what the sampler needs.
+    """Encoded prompts. `pooled` [B, P] and `tokens` [B, T, D] (the per-token embeddings, `token_mask` [B, T]
+    True on real tokens) are what the policy reads; `tensors` hold what the sampler needs.
 
     Every tensor in `tensors` has the batch on dim 0, so a Condition can be indexed (`take`) to repeat
     or shard rows without knowing what the backbone put there.
@@ -26,6 +27,8 @@ class Condition:
     prompts: list[str]
     pooled: torch.Tensor
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+    tokens: torch.Tensor | None = None
+    token_mask: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.prompts)
@@ -38,6 +41,8 @@ class Condition:
             prompts=[self.prompts[i] for i in idx],
             pooled=self.pooled[index.to(self.pooled.device)],
             tensors={k: v[index.to(v.device)] for k, v in self.tensors.items()},
+            tokens=None if self.tokens is None else self.tokens[index.to(self.tokens.device)],
+            token_mask=None if self.token_mask is None else self.token_mask[index.to(self.token_mask.device)],
         )
 
     def repeat_interleave(self, repeats: int) -> "Condition":

@@ -60,6 +60,10 @@ class FluxBackbone(FlowMatchBackbone):
         return int(self.pipe.text_encoder.config.hidden_size)  # CLIP's pooled output
 
     @property
+    def token_dim(self) -> int:
+        return int(self.pipe.transformer.config.joint_attention_dim)  # T5's width
+
+    @property
     def latent_channels(self) -> int:
         return int(self.pipe.transformer.config.in_channels) // 4
 
@@ -96,6 +100,8 @@ class FluxBackbone(FlowMatchBackbone):
             prompts=prompts,
             pooled=pooled.detach().float(),
             tensors={"prompt_embeds": prompt_embeds, "pooled_prompt_embeds": pooled},
+            tokens=prompt_embeds.detach(),  # T5's sequence
+            token_mask=self._token_mask(self.pipe.tokenizer_2, prompts, prompt_embeds.shape[1]),
         )
 
     def _prepare(self, x: torch.Tensor, cond: Condition) -> dict:

@@ -58,6 +58,10 @@ class SD35Backbone(FlowMatchBackbone):
         return int(self.pipe.text_encoder.config.projection_dim + self.pipe.text_encoder_2.config.projection_dim)
 
     @property
+    def token_dim(self) -> int:
+        return int(self.pipe.transformer.config.joint_attention_dim)
+
+    @property
     def latent_channels(self) -> int:
         return int(self.pipe.transformer.config.in_channels)
 
@@ -97,7 +101,11 @@ class SD35Backbone(FlowMatchBackbone):
         tensors = {"prompt_embeds": pe, "pooled_prompt_embeds": pooled}
         if self.do_cfg:
             tensors.update(negative_prompt_embeds=npe, negative_pooled_prompt_embeds=npooled)
-        return Condition(prompts=prompts, pooled=pooled.detach().float(), tensors=tensors)
+        # the policy reads the joint sequence: CLIP-L+G hidden states (77 tokens), then T5's (zeros without a T5)
+        clip_len = int(self.pipe.tokenizer_max_length)
+        mask = torch.cat([self._token_mask(self.pipe.tokenizer, prompts, clip_len),
+                          self._token_mask(self.pipe.tokenizer_3 if self.pipe.text_encoder_3 is not None else None, prompts, pe.shape[1] - clip_len)], dim=1)
+        return Condition(prompts=prompts, pooled=pooled.detach().float(), tensors=tensors, tokens=pe.detach(), token_mask=mask)
 
     def _prepare(self, x: torch.Tensor, cond: Condition) -> dict:
         t = cond.tensors

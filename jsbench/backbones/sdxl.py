@@ -87,6 +87,10 @@ class SDXLBackbone(DiffusersBackbone):
         return int(self.pipe.text_encoder_2.config.projection_dim)
 
     @property
+    def token_dim(self) -> int:
+        return int(self.pipe.unet.config.cross_attention_dim)  # both CLIPs' hidden states, concatenated
+
+    @property
     def latent_channels(self) -> int:
         return int(self.pipe.unet.config.in_channels)
 
@@ -167,7 +171,9 @@ class SDXLBackbone(DiffusersBackbone):
         tensors = {"prompt_embeds": pe, "pooled_prompt_embeds": pooled}
         if self.do_cfg:
             tensors.update(negative_prompt_embeds=npe, negative_pooled_prompt_embeds=npooled)
-        return Condition(prompts=prompts, pooled=pooled.detach().float(), tensors=tensors)
+        # the policy reads both CLIPs' hidden states (pe), masked to the prompt's tokens
+        mask = self._token_mask(self.pipe.tokenizer or self.pipe.tokenizer_2, prompts, pe.shape[1])
+        return Condition(prompts=prompts, pooled=pooled.detach().float(), tensors=tensors, tokens=pe.detach(), token_mask=mask)
 
     def _added_cond(self, cond: Condition, batch: int) -> tuple[torch.Tensor, dict]:
         t = cond.tensors

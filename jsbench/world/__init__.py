@@ -67,6 +67,27 @@ def embed_prompt(prompt: str) -> torch.Tensor:
     return vec
 
 
+TOKEN_LENGTH = 24
+"""Token rows of an embedded world's prompt (`token_features`): longer prompts are cut, shorter ones padded."""
+
+
+def token_features(prompt: str, embed) -> tuple[torch.Tensor, torch.Tensor]:
+    """The prompt's per-token features for the policy: ([TOKEN_LENGTH, POOLED_DIM], mask [TOKEN_LENGTH]).
+
+    One row per word, `embed(word)` (a word the world does not know is a zero row, still a token: its place
+    keeps the order), so the rows sum to the bag of words; a text prompt (quoted words) is one row, its
+    whole-prompt features (`embed(prompt)`), which are not a sum over words."""
+    from jsbench.world.text import is_text_prompt
+
+    rows = [embed(prompt)] if is_text_prompt(prompt) else [embed(w) for w in re.findall(r"[a-z]+", prompt.lower())]
+    rows = rows[:TOKEN_LENGTH] or [torch.zeros(POOLED_DIM)]
+    tokens = torch.zeros(TOKEN_LENGTH, POOLED_DIM)
+    tokens[: len(rows)] = torch.stack(rows)
+    mask = torch.zeros(TOKEN_LENGTH, dtype=torch.bool)
+    mask[: len(rows)] = True
+    return tokens, mask
+
+
 @lru_cache(maxsize=4096)
 def _mixture(prompt: str) -> PromptMixture:
     return scene_mixture(parse_prompt(prompt))
