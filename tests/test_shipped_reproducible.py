@@ -1,0 +1,87 @@
+"""The shipped policies are what HEAD trains: every run records the one command that repeats it, trained alike
+within its backbone, and its convergence verdict follows from its own log."""
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from jsbench.train import convergence, read_log
+from jsbench.train_config import TrainConfig, train_command
+
+ROOT = Path(__file__).resolve().parents[1]
+MANIFESTS = sorted((ROOT / "policies").glob("*/*/seed*/manifest.json"))
+
+
+def _manifest(path: Path) -> dict:
+    return json.loads(path.read_text())
+
+
+def test_every_learned_row_has_three_training_seeds():
+    rows = {}
+    for m in MANIFESTS:
+        rows.setdefault(m.parent.parent, []).append(m.parent.name)
+    assert rows, "no shipped policies"
+    assert all(sorted(seeds) == ["seed0", "seed1", "seed2"] for seeds in rows.values()), rows
+    # nothing left in the old flat layout beside the seed folders
+    assert not list((ROOT / "policies").glob("*/*/manifest.json"))
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: "/".join(p.parent.parts[-3:]))
+def test_each_run_records_its_repeating_command(path):
+    m = _manifest(path)
+    rel = path.parent.relative_to(ROOT).as_posix()
+    config = TrainConfig(**m["train"])
+    assert m["command"] == train_command(config, rel)
+    argv = shlex.split(m["command"])
+    assert argv[:2] == ["jsbench", "train"] and argv[argv.index("--out") + 1] == rel
+    assert argv[argv.index("--seed") + 1] == path.parent.name[len("seed"):] == str(config.seed)
+    assert m["threads"] == 1 and argv[argv.index("--threads") + 1] == "1"  # float sums repeat only at one count
+
+
+@pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: "/".join(p.parent.parts[-3:]))
+def test_convergence_follows_from_the_runs_own_log(path):
+    m = _manifest(path)
+    rewards = [r["reward"] for r in read_log(path.parent / "train_log.jsonl")]
+    assert len(rewards) == m["train"]["iters"]
+    assert m["convergence"] == convergence(rewards)
+
+
+def test_rows_of_a_backbone_are_trained_alike():
+    """Same updates, contexts and samples for every row of a backbone: rows compare as methods."""
+    by_backbone = {}
+    for m in map(_manifest, MANIFESTS):
+        t = m["train"]
+        by_backbone.setdefault(m["backbone"], set()).add((t["iters"], t["contexts"], t["samples"]))
+    assert by_backbone and all(len(v) == 1 for v in by_backbone.values()), by_backbone
+
+
+def test_convergence_rule_known_answers():
+    flat = [0.5] * 40
+    assert convergence(flat)["converged"] and convergence(flat)["delta"] == 0.0
+    rising = [i / 100 for i in range(40)]  # still climbing at the end
+    assert not convergence(rising)["converged"]
+    assert convergence([1.0, 2.0])["converged"] is False  # too short to say
+
+
+@pytest.mark.slow
+def test_a_shipped_run_repeats_its_log(tmp_path, monkeypatch):
+    """detail/js-n3/seed1, re-run by its own command for its first 6 updates, logs the same numbers."""
+    from typer.testing import CliRunner
+
+    from jsbench.cli import app
+
+    path = ROOT / "policies" / "detail" / "js-n3" / "seed1"
+    argv = shlex.split(_manifest(path / "manifest.json")["command"])[2:]
+    argv[argv.index("--iters") + 1] = "6"
+    argv[argv.index("--out") + 1] = str(tmp_path / "run")
+    result = CliRunner().invoke(app, ["train", *argv, "--no-progress"])
+    assert result.exit_code == 0, result.output
+
+    def strip(rows):
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
+
+    fresh = strip(read_log(tmp_path / "run" / "train_log.jsonl"))
+    shipped = strip(read_log(path / "train_log.jsonl"))[:6]
+    assert fresh == shipped
