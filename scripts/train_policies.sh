@@ -6,17 +6,24 @@
 #   bash scripts/train_policies.sh detail                 # the positive control (3 steps, 1000 updates)
 #   bash scripts/train_policies.sh scenes-dit             # the learned backbone (3 steps, 100 updates)
 #   STEPS="3" SEEDS="0" POLICIES="js rloo" JOBS=2 bash scripts/train_policies.sh   # a subset, two at a time
+#   SUITE=ocr JOBS=2 bash scripts/train_policies.sh       # analytic's text world, OCR reward: <backbone>/ocr-<name>-n<steps>/
 # Updates per backbone are where training reward has stopped rising (manifest "convergence": the last
 # quarter minus the third quarter of the log is at most one SE); every row of a backbone gets the same count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BACKBONE="${1:-analytic}"
+SUITE="${SUITE:-geneval}"  # the suite whose training prompts and reward (same name) train the rows
 declare -A default_steps=([analytic]="3 5" [detail]="3" [scenes-dit]="3")
 declare -A default_iters=([analytic]=400 [detail]=1000 [scenes-dit]=100)
 declare -A default_policies=([analytic]="global js js-prompt rloo xctx" [detail]="global js js-prompt rloo" [scenes-dit]="global js rloo xctx")
-STEPS="${STEPS:-${default_steps[$BACKBONE]:-3}}"
-ITERS="${ITERS:-${default_iters[$BACKBONE]:-200}}"
-POLICIES="${POLICIES:-${default_policies[$BACKBONE]:-global js rloo}}"
+declare -A suite_steps=([ocr]="3")
+STEPS="${STEPS:-${suite_steps[$SUITE]:-${default_steps[$BACKBONE]:-3}}}"
+declare -A suite_iters=([ocr]=80)  # OCR: ~2 CPU-s an update on analytic (tesseract reads every sample)
+declare -A suite_policies=([ocr]="global js rloo xctx")
+ITERS="${ITERS:-${suite_iters[$SUITE]:-${default_iters[$BACKBONE]:-200}}}"
+POLICIES="${POLICIES:-${suite_policies[$SUITE]:-${default_policies[$BACKBONE]:-global js rloo}}}"
+PREFIX=""
+[ "$SUITE" = geneval ] || PREFIX="$SUITE-"
 SEEDS="${SEEDS:-0 1 2}"
 JOBS="${JOBS:-1}"
 OUT="${OUT:-policies/$BACKBONE}"
@@ -26,7 +33,7 @@ for n in $STEPS; do
   for name in $POLICIES; do
     read -r baseline kind <<<"${spec[$name]}"
     for seed in $SEEDS; do
-      runs+=("$OUT/$name-n$n/seed$seed $n $baseline $kind $seed")
+      runs+=("$OUT/$PREFIX$name-n$n/seed$seed $n $baseline $kind $seed")
     done
   done
 done
@@ -34,12 +41,12 @@ train_one() {
   read -r dir n baseline kind seed <<<"$1"
   rm -rf "$dir"
   mkdir -p "$(dirname "$dir")"
-  OMP_NUM_THREADS=1 jsbench train --backbone "$BACKBONE" --reward geneval --suite geneval --iters "$ITERS" \
+  OMP_NUM_THREADS=1 jsbench train --backbone "$BACKBONE" --reward "$SUITE" --suite "$SUITE" --iters "$ITERS" \
     --contexts 16 --samples 4 --seed "$seed" --threads 1 --no-progress \
     --steps "$n" --baseline "$baseline" --policy "$kind" --out "$dir" >/dev/null
   rm -f "$dir/checkpoint.pt"  # the shipped artefact is the policy + manifest + training log
   echo "== $dir $(python -c "import json,sys; c=json.load(open(sys.argv[1]))['convergence']; print('converged' if c['converged'] else 'NOT converged', 'rise', round(c['delta'],4), 'se', round(c['se'],4))" "$dir/manifest.json")"
 }
 export -f train_one
-export BACKBONE ITERS
+export BACKBONE ITERS SUITE
 printf '%s\n' "${runs[@]}" | xargs -P "$JOBS" -I{} bash -c 'train_one "$@"' _ {}

@@ -49,11 +49,11 @@ def test_convergence_follows_from_the_runs_own_log(path):
 
 
 def test_rows_of_a_backbone_are_trained_alike():
-    """Same updates, contexts and samples for every row of a backbone: rows compare as methods."""
+    """Same updates, contexts and samples for every row of a backbone and suite: rows compare as methods."""
     by_backbone = {}
     for m in map(_manifest, MANIFESTS):
         t = m["train"]
-        by_backbone.setdefault(m["backbone"], set()).add((t["iters"], t["contexts"], t["samples"]))
+        by_backbone.setdefault((m["backbone"], t["suite"]), set()).add((t["iters"], t["contexts"], t["samples"]))
     assert by_backbone and all(len(v) == 1 for v in by_backbone.values()), by_backbone
 
 
