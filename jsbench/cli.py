@@ -654,7 +654,7 @@ def schedules_export(
     backbone: str = typer.Option("analytic", help="Backbone name."),
     model: Optional[str] = _backbone_option("model"),
     steps: int = typer.Option(5, help="Step budget."),
-    seeds: int = typer.Option(1, help="Seeds per prompt (0, 1, ...: the seeds eval uses)."),
+    seeds: int = typer.Option(1, help="Images per prompt (eval's images 0, 1, ...; each one's seed is printed)."),
     split: str = typer.Option("test", help="Prompt split: test, train or all."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N prompts of each task."),
     prompts_file: Optional[Path] = typer.Option(None, "--prompts-file", help="UTF-8 file, one prompt of the suite a line."),

@@ -22,18 +22,22 @@ from jsbench.backbones.base import eval_batch_size
 from jsbench.schedule import check_sigmas
 
 
-def export_schedules(backbone, source, prompts: list[str], seeds: list[int], batch_size: int | None = None) -> dict:
-    """{"backbone", "model_id", "schedule", "steps", "pipeline", "prompts", "seeds", "sigmas", "flow_sigmas"}: one
-    entry per (prompt, seed), prompts outer, seeds inner (the order of `jsbench eval`)."""
-    rows = [(p, s) for p in prompts for s in seeds]
+def export_schedules(backbone, source, prompts: list[str], images: list[int], batch_size: int | None = None) -> dict:
+    """{"backbone", "model_id", "schedule", "steps", "pipeline", "prompts", "images", "seeds", "sigmas", "flow_sigmas"}:
+    one entry per (prompt, image k), prompts outer, images inner (the order of `jsbench eval`). `seeds` are the
+    noise seeds eval draws image k of each prompt from (`noise_seed(prompt, k)`): the seed to give the pipeline's
+    CPU generator for the same latents."""
+    from jsbench.evaluate import noise_seed
+
+    rows = [(p, k, noise_seed(p, k)) for p in prompts for k in images]
     batch = batch_size or eval_batch_size(backbone)
     flow: list[torch.Tensor] = []
     for start in range(0, len(rows), batch):
         chunk = rows[start : start + batch]
-        cond = backbone.encode([p for p, _ in chunk])
-        x_T = backbone.initial_noise([s for _, s in chunk])
+        cond = backbone.encode([p for p, _, _ in chunk])
+        x_T = backbone.initial_noise([seed for _, _, seed in chunk])
         sig = source.make(x_T, cond)
-        check_sigmas(sig)
+        check_sigmas(sig, free_start=backbone.clock_kind == "flow")
         flow += list(sig.detach().to(torch.float32).cpu())
     to_pipeline = getattr(backbone, "pipeline_sigmas", None)
     sigmas = [to_pipeline(row) if to_pipeline else row.tolist() for row in flow]
@@ -41,7 +45,7 @@ def export_schedules(backbone, source, prompts: list[str], seeds: list[int], bat
     return {
         "backbone": backbone.name, "model_id": backbone.model_id, "schedule": source.spec, "steps": source.steps,
         "pipeline": type(pipe).__name__ if pipe is not None else None,
-        "prompts": [p for p, _ in rows], "seeds": [s for _, s in rows],
+        "prompts": [p for p, _, _ in rows], "images": [k for _, k, _ in rows], "seeds": [seed for _, _, seed in rows],
         "sigmas": [[float(v) for v in row] for row in sigmas],
         "flow_sigmas": [[float(v) for v in row.tolist()] for row in flow],
     }

@@ -50,7 +50,8 @@ def test_pipeline_given_exported_sigmas_and_latents_reproduces_jsbenchs_image(bb
     data = export_schedules(bb, source, prompts, SEEDS)
     assert json.loads(export_text(data, "json"))["sigmas"] == data["sigmas"]
     assert len(data["sigmas"]) == len(prompts) * len(SEEDS) and data["pipeline"] == type(bb.pipe).__name__
-    rows = [(p, s) for p in prompts for s in SEEDS]
+    rows = list(zip(data["prompts"], data["seeds"]))  # each image's own noise seed, as eval draws it
+    assert data["images"] == [k for _ in prompts for k in SEEDS]
     x = bb.initial_noise([s for _, s in rows])
     flow = torch.tensor(data["flow_sigmas"], dtype=torch.float32)
     assert not torch.allclose(flow[0], flow[1])  # one schedule per image
@@ -78,6 +79,9 @@ def test_export_cli_json_on_the_embedded_world(cli):
     assert code == 0, err
     data = json.loads(out)
     assert len(data["sigmas"]) == 6 * 2 and all(len(row) == 4 and row[0] == 1.0 and row[-1] == 0.0 for row in data["sigmas"])
-    assert data["seeds"][:2] == [0, 1] and data["pipeline"] is None
+    from jsbench.evaluate import noise_seed
+
+    assert data["images"][:2] == [0, 1] and data["pipeline"] is None
+    assert data["seeds"][:2] == [noise_seed(data["prompts"][0], 0), noise_seed(data["prompts"][0], 1)]
     code, out, err = cli("schedules", "export", "--steps", "3", "--limit", "1", "--format", "csv")
     assert code == 2 and len(err.strip().splitlines()) == 1
