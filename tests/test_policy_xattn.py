@@ -152,7 +152,7 @@ def test_a_manifest_without_an_arch_loads_as_the_small_policy(tmp_path):
     """The shipped embedded-world policies predate --policy-arch: their manifests have no arch field."""
     from pathlib import Path
 
-    shipped = Path(__file__).resolve().parents[1] / "policies" / "detail" / "js-n3"
+    shipped = Path(__file__).resolve().parents[1] / "policies" / "detail" / "js-n3" / "seed0"
     m = json.loads((shipped / "manifest.json").read_text())
     assert m["kind"] == "instance" and "arch" not in m["config"]
     policy, _ = load_policy(shipped, load_backbone("detail"))
