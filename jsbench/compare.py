@@ -250,8 +250,10 @@ def run_compare(
         metrics_csv, section = write_metric_tables(leaderboard_dir, suite, made, steps_list)
         further, extra = [metrics_csv], section + ("\n" + extra if extra else "")
     md = leaderboard_dir / f"{suite.name}.md"
-    write_text_atomic(md, render_markdown(all_tables, suite.name, metric, REGENERATE_ALL, extra=extra))
     write_text_atomic(csv_path, render_csv(all_tables))
+    # the page is rendered from the CSV as written (6 decimals), so a section reads the same whether this run
+    # made it or an earlier one did (a fresh 0.98749999 and its CSV's 0.987500 round apart at 3 decimals)
+    write_text_atomic(md, render_markdown(tables_from_csv(read_committed(csv_path)), suite.name, metric, REGENERATE_ALL, extra=extra))
     # the per-image scores behind each row: what `--check` pairs a fresh run with
     scores = write_scores(scores_path(leaderboard_dir, suite.name), all_tables, runs, suite.name, metric, provenance)
     result.written = [md, csv_path, scores, *further, *(p for _, p in fresh)]
