@@ -21,6 +21,7 @@ from pathlib import Path
 
 import torch
 
+from jsbench import JsbenchError
 from jsbench.backbones import load_backbone
 from jsbench.io import write_text_atomic
 from jsbench.schedule import floor_increments, increments_from_sigmas, sigmas_from_increments
@@ -164,7 +165,11 @@ def bench_suites(bb, steps: int, seeds: int, batch: int) -> list[dict]:
             continue
         items = suite.items("test")
         source = resolve_schedule("default", bb, steps)
-        cold = timed(lambda: evaluate(bb, suite, source, 1, items=items[:2], progress=False))  # builds world / loads engines
+        try:  # a suite whose prompts this backbone cannot draw (HPDv2's, where its files exist, on a world) is reported
+            cold = timed(lambda: evaluate(bb, suite, source, 1, items=items[:2], progress=False))  # builds world / loads engines
+        except JsbenchError as exc:
+            out.append({"suite": name, "error": f"{exc.__class__.__name__}: {exc}"})
+            continue
         rows = [(it, s) for it in items for s in range(seeds)]
         n = len(rows)
         t_sample = t_score = 0.0
