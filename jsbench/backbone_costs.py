@@ -15,28 +15,18 @@ from pathlib import Path
 import torch
 
 from jsbench.backbones import load_backbone
-from jsbench.backbones.full_size import FULL_SIZE, full_size, full_size_network, step_inputs  # noqa: F401 (FULL_SIZE: re-exported)
+from jsbench.backbones.full_size import FULL_SIZE, full_size  # noqa: F401 (re-exported for scripts/bench_backbones.py)
 from jsbench.costs import per_row_schedules, timed
 
 # The full-size networks' published configs and shapes live with the backbones (jsbench.backbones.full_size)
 
 
-def _flop_count(fn) -> int:
-    from torch.utils.flop_counter import FlopCounterMode
-
-    with FlopCounterMode(display=False) as counter:
-        fn()
-    return int(counter.get_total_flops())
-
-
 def backbone_step_flops(kind: str) -> tuple[int, int]:
-    """(FLOPs of one denoising step at 1024 px, parameter count) of the full-size network, on meta."""
-    net = full_size_network(kind, "meta")
-    params = sum(p.numel() for p in net.parameters())
-    args, kw = step_inputs(kind, "meta")
-    with torch.device("meta"):
-        flops = _flop_count(lambda: net(*args, **kw, return_dict=False))
-    return flops, params
+    """(FLOPs of one denoising step at 1024 px, parameter count) of the full-size network, on meta: the count
+    `jsbench policies size` divides by (one function, so the two never disagree)."""
+    from jsbench.policy_size import denoiser_step_flops
+
+    return denoiser_step_flops(kind)
 
 
 def _policy(latent_shape, pooled_dim: int, steps: int, width: int, feature_depth: int | None = None):

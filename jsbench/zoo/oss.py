@@ -252,17 +252,26 @@ def _seeds(count: int, base: int) -> list[int]:
     return list(range(base, base + count))
 
 
-def oss_sigmas(backbone, suite, steps: int, teacher_steps: int | None = None, prompts: int = 16, seeds: int = 2, log=None) -> torch.Tensor:
-    """`oss`: the authors' recipe on `prompts` training prompts x `seeds` noises (each row its own noise):
-    one reference DP per sample, then the reference's per-position median. Cached; [N+1] float32."""
+def _training_rows(name: str, backbone, suite, steps: int, teacher_steps: int | None, prompts: int, seeds: int, recipe: str):
+    """What `oss` and `oss-mean` are fitted on: (teacher steps M, the teacher's sigmas [M+1] on the CPU, the
+    (prompt, noise seed) rows: `prompts` training prompts x `seeds` noises each, seeds 50000, 50001, ... so no
+    row shares a noise, and the cache key naming them and `recipe`)."""
     if suite is None:
-        raise ZooError("oss is computed on a suite's training prompts; this command has no suite")
+        raise ZooError(f"{name} is computed on a suite's training prompts; this command has no suite")
     M = teacher_steps_for(backbone, teacher_steps, steps)
     items = train_items(suite, prompts)
     rows = [(it.prompt, s) for it, s in zip((it for it in items for _ in range(seeds)), _seeds(len(items) * seeds, 50_000))]
     teacher = backbone.default_sigmas(M, torch.zeros(1, 1))[0].detach().cpu()
     key = {"model_id": backbone.model_id, "teacher_steps": M, "teacher": digest(teacher), "prompts": [it.prompt for it in items],
-           "seeds": [s for _, s in rows], "recipe": "per-sample DP, free start, cal_medium", "version": 2}
+           "seeds": [s for _, s in rows], "recipe": recipe, "version": 2}
+    return M, teacher, rows, key
+
+
+def oss_sigmas(backbone, suite, steps: int, teacher_steps: int | None = None, prompts: int = 16, seeds: int = 2, log=None) -> torch.Tensor:
+    """`oss`: the authors' recipe on `prompts` training prompts x `seeds` noises (each row its own noise):
+    one reference DP per sample, then the reference's per-position median. Cached; [N+1] float32."""
+    M, teacher, rows, key = _training_rows("oss", backbone, suite, steps, teacher_steps, prompts, seeds,
+                                           "per-sample DP, free start, cal_medium")
 
     def compute():
         cond = backbone.encode([p for p, _ in rows])
@@ -284,14 +293,8 @@ def oss_sigmas(backbone, suite, steps: int, teacher_steps: int | None = None, pr
 
 def oss_mean_sigmas(backbone, suite, steps: int, teacher_steps: int | None = None, prompts: int = 16, seeds: int = 2, log=None) -> torch.Tensor:
     """`oss-mean`: one DP on the batch-mean cost (`oss_mean_search`) on the same training rows as `oss`."""
-    if suite is None:
-        raise ZooError("oss-mean is computed on a suite's training prompts; this command has no suite")
-    M = teacher_steps_for(backbone, teacher_steps, steps)
-    items = train_items(suite, prompts)
-    rows = [(it.prompt, s) for it, s in zip((it for it in items for _ in range(seeds)), _seeds(len(items) * seeds, 50_000))]
-    teacher = backbone.default_sigmas(M, torch.zeros(1, 1))[0].detach().cpu()
-    key = {"model_id": backbone.model_id, "teacher_steps": M, "teacher": digest(teacher), "prompts": [it.prompt for it in items],
-           "seeds": [s for _, s in rows], "recipe": "batch-mean DP from sigma 1, exactly N steps", "version": 2}
+    M, teacher, rows, key = _training_rows("oss-mean", backbone, suite, steps, teacher_steps, prompts, seeds,
+                                           "batch-mean DP from sigma 1, exactly N steps")
 
     def compute():
         cond = backbone.encode([p for p, _ in rows])
