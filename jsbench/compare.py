@@ -13,7 +13,7 @@ from jsbench.leaderboard import Table, add_reference_deltas, build_tables, merge
 from jsbench.policy import read_manifest
 from jsbench.results import append_records, make_records
 from jsbench.report import CheckReport, check_against_committed, check_scope, check_tolerance, read_scores, report_format, row_key, scores_path, write_report, write_scores
-from jsbench.runs import run_eval
+from jsbench.runs import evaluate_run, run_eval
 
 REGENERATE_ALL = "jsbench compare --all"  # runs every invocation of leaderboards/recipe.json
 
@@ -52,27 +52,18 @@ def evaluate_learned_row(backbone, suite, seed_folders: list[Path], steps: int, 
     seeds and each seed's scores (`EvalRun.seed_scores`)."""
     import hashlib
 
-    from jsbench.evaluate import evaluate, mean_over_seeds
+    from jsbench.evaluate import mean_over_seeds
 
     sources = [resolve_schedule(f"policy:{p}", backbone, steps, suite=suite, log=log) for p in seed_folders]
     labels = {s.label for s in sources}
     if len(labels) > 1:
         raise JsbenchError(f"the training seeds of {seed_folders[0].parent} are different methods ({', '.join(sorted(labels))})")
     runs = []
-    for k, s in enumerate(sources):
-        kw = dict(seeds_per_prompt=seeds, seed_base=seed_base, batch_size=batch_size, progress=False, on_images=on_images, items=items)
-        if save_images is not None:  # each training seed's images in a folder of its own
-            from jsbench.images import ImageSaver
-
-            listed = items if items is not None else suite.items("test")
-            folder = Path(f"{save_images}-{seed_folders[k].name}") if len(sources) > 1 else Path(save_images)
-            kw["save_images"] = ImageSaver(folder, listed, list(range(seed_base, seed_base + seeds)), s.spec)
-        if ctx is None:
-            runs.append(evaluate(backbone, suite, s, **kw))
-        else:
-            from jsbench.distributed import evaluate_sharded
-
-            runs.append(evaluate_sharded(backbone, suite, s, ctx, **kw))
+    for folder, s in zip(seed_folders, sources):
+        # each training seed's images in a folder of its own
+        images = None if save_images is None else Path(f"{save_images}-{folder.name}") if len(sources) > 1 else Path(save_images)
+        runs.append(evaluate_run(backbone, suite, s, ctx=ctx, save_images=images, seeds_per_prompt=seeds, seed_base=seed_base,
+                                 batch_size=batch_size, progress=False, on_images=on_images, items=items))
     if ctx is not None and not ctx.is_main:
         return sources[0], None  # the main process files the row
     if len(seed_folders) == 1 and not seed_folders[0].name.startswith("seed"):

@@ -29,6 +29,23 @@ class EvalResult(NamedTuple):
     records: list[Record]  # what was appended to `out` (empty on the processes that do not write)
 
 
+def evaluate_run(backbone, suite, source: ScheduleSource, *, ctx=None, save_images: Path | None = None, **kw) -> EvalRun:
+    """`evaluate(backbone, suite, source, **kw)`, its prompts sharded over `ctx`'s processes when given (the
+    gathered run; see `jsbench.distributed.evaluate_sharded`), each image also saved as a PNG in GenEval's
+    layout under `save_images` (`jsbench.images`)."""
+    if save_images is not None:
+        from jsbench.images import ImageSaver
+
+        listed = kw.get("items") if kw.get("items") is not None else suite.items(kw.get("split", "test"))
+        seed_base = kw.get("seed_base", EVAL_SEED_BASE)
+        kw["save_images"] = ImageSaver(save_images, listed, list(range(seed_base, seed_base + kw["seeds_per_prompt"])), source.spec)
+    if ctx is None:
+        return evaluate(backbone, suite, source, **kw)
+    from jsbench.distributed import evaluate_sharded
+
+    return evaluate_sharded(backbone, suite, source, ctx, **kw)
+
+
 def run_eval(
     backbone,
     suite,
@@ -58,21 +75,10 @@ def run_eval(
     writes: the others return the gathered run with no records. `save_images`: a folder for the PNGs in
     GenEval's layout (`jsbench.images`); `keep_partial`: keep the per-image side file (a compare drops its
     rows' side files once its leaderboard is written, so an interrupted compare resamples nothing)."""
-    kw = dict(seeds_per_prompt=seeds_per_prompt, split=split, progress=progress, out=out, items=items, batch_size=batch_size, on_images=on_images,
-              seed_base=seed_base)
-    if save_images is not None:
-        from jsbench.images import ImageSaver
-
-        listed = items if items is not None else suite.items(split)
-        kw["save_images"] = ImageSaver(save_images, listed, list(range(seed_base, seed_base + seeds_per_prompt)), source.spec)
-    if ctx is None:
-        run = evaluate(backbone, suite, source, **kw)
-    else:
-        from jsbench.distributed import evaluate_sharded
-
-        run = evaluate_sharded(backbone, suite, source, ctx, **kw)
-        if not ctx.is_main:
-            return EvalResult(run, [])
+    run = evaluate_run(backbone, suite, source, ctx=ctx, save_images=save_images, seeds_per_prompt=seeds_per_prompt, split=split,
+                       progress=progress, out=out, items=items, batch_size=batch_size, on_images=on_images, seed_base=seed_base)
+    if ctx is not None and not ctx.is_main:
+        return EvalResult(run, [])
     records = make_records(filed_under if filed_under is not None else backbone, suite, source, run, reference=reference)
     if out is not None:
         append_records(out, records)
