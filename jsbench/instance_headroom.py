@@ -14,6 +14,12 @@ rows are scored on the same prompts and noises. Error bars: a seeded bootstrap t
 within each task (an image's noises stay with their prompt), so the SE counts the prompt clustering;
 the share's interval is the bootstrap percentile interval of the ratio. Where the headroom's interval
 reaches 0 or below, the share is None: there is no headroom to recover.
+
+A learned row's per-image scores are means over its training seeds, so a prompt bootstrap cannot see the
+spread between training runs. `gain_se` (the leaderboard's seed-inclusive SE of instance − global, its
+`delta_global_stderr`, read by `leaderboard_gain_se`) makes up the difference: where it exceeds the
+bootstrap SE of the gain, every draw of the gain gets independent normal noise of the missing variance, so
+the gain's SE is the leaderboard's and the share's interval counts training seeds too.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import numpy as np
 
 from jsbench import JsbenchError
 
-__all__ = ["HeadroomError", "instance_headroom", "headroom_sections"]
+__all__ = ["HeadroomError", "instance_headroom", "headroom_sections", "leaderboard_gain_se"]
 
 
 class HeadroomError(JsbenchError):
@@ -47,6 +53,23 @@ def headroom_sections(path: Path) -> list[tuple[str, int]]:
     return [k for k, methods in seen.items() if {"oss", "oss-image"} <= methods]
 
 
+def leaderboard_gain_se(csv_path: Path, backbone: str, steps: int, instance: str = "js",
+                        global_row: str = "global") -> float | None:
+    """The leaderboard's seed-inclusive SE of `instance` − global at (backbone, steps), overall; None when
+    the CSV has no such number (no file, no row, or a global row other than the learned `global`)."""
+    import csv
+
+    csv_path = Path(csv_path)
+    if global_row != "global" or not csv_path.is_file():
+        return None
+    with csv_path.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            if (row["backbone"], row["method"], row["task"]) == (backbone, instance, "overall") and int(row["steps"]) == steps:
+                value = row.get("delta_global_stderr") or ""
+                return float(value) if value else None
+    return None
+
+
 def _overall(diff: np.ndarray, task_index: np.ndarray, tasks: int) -> float:
     """Mean over tasks of the task mean of per-prompt means [P] (every prompt has the same image count)."""
     sums = np.bincount(task_index, weights=diff, minlength=tasks)
@@ -55,8 +78,9 @@ def _overall(diff: np.ndarray, task_index: np.ndarray, tasks: int) -> float:
 
 
 def instance_headroom(path: Path, backbone: str, steps: int, instance: str = "js", global_row: str = "global",
-                      bootstrap: int = 2000, seed: int = 0) -> dict:
-    """headroom, gain and share (see the module docstring) with bootstrap SEs and 95% intervals."""
+                      bootstrap: int = 2000, seed: int = 0, gain_se: float | None = None) -> dict:
+    """headroom, gain and share (see the module docstring) with bootstrap SEs and 95% intervals; `gain_se`:
+    the gain's seed-inclusive SE, a floor on the bootstrap's (module docstring)."""
     want = {"oss": None, "oss-image": None, instance: None, global_row: None}
     for e in _entries(path):
         if e["backbone"] == backbone and int(e["steps"]) == steps and e["method"] in want:
@@ -82,6 +106,9 @@ def instance_headroom(path: Path, backbone: str, steps: int, instance: str = "js
         boot_head[b] = _overall(head[idx], task_index[idx], len(names))
         boot_gain[b] = _overall(gain[idx], task_index[idx], len(names))
     h, g = _overall(head, task_index, len(names)), _overall(gain, task_index, len(names))
+    missing_var = (gain_se or 0.0) ** 2 - float(np.var(boot_gain, ddof=1))
+    if missing_var > 0:  # the spread between training seeds, which the prompt bootstrap cannot see
+        boot_gain = boot_gain + rng.normal(0.0, np.sqrt(missing_var), size=bootstrap)
 
     def summary(point, draws):
         lo, hi = np.percentile(draws, [2.5, 97.5])
@@ -93,4 +120,4 @@ def instance_headroom(path: Path, backbone: str, steps: int, instance: str = "js
         lo, hi = np.percentile(boot_gain / boot_head, [2.5, 97.5])  # every draw's headroom is > 0 here
         share = {"value": g / h, "ci95": [float(lo), float(hi)]}
     return {"backbone": backbone, "steps": steps, "instance": instance, "global": global_row, "prompts": P, "seeds": S,
-            "bootstrap": bootstrap, "seed": seed, "headroom": headroom, "gain": summary(g, boot_gain), "share": share}
+            "bootstrap": bootstrap, "seed": seed, "gain_se_floor": gain_se, "headroom": headroom, "gain": summary(g, boot_gain), "share": share}

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from jsbench import JsbenchError
-from jsbench.instance_headroom import headroom_sections, instance_headroom
+from jsbench.instance_headroom import headroom_sections, instance_headroom, leaderboard_gain_se
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +32,11 @@ def main() -> int:
         sections = headroom_sections(args.scores)
         if not sections:
             raise JsbenchError(f"{args.scores}: no section has both an oss and an oss-image row; regenerate with jsbench compare")
-        results = [instance_headroom(args.scores, b, n, args.instance, args.global_row, args.bootstrap) for b, n in sections]
+        # the gain's SE counts training seeds: the leaderboard CSV beside the scores file holds it
+        board = args.scores.with_name(args.scores.name.replace(".scores.jsonl", ".csv"))
+        results = [instance_headroom(args.scores, b, n, args.instance, args.global_row, args.bootstrap,
+                                     gain_se=leaderboard_gain_se(board, b, n, args.instance, args.global_row))
+                   for b, n in sections]
     except JsbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -46,7 +50,8 @@ def main() -> int:
         h, g, s = r["headroom"], r["gain"], r["share"]
         share = f"{s['value']:.2f} ({s['ci95'][0]:.2f} to {s['ci95'][1]:.2f})" if s else "– (no headroom > 0)"
         print(f"| {r['backbone']} | {r['steps']} | {h['value']:+.3f} ± {h['se']:.3f} | {g['value']:+.3f} ± {g['se']:.3f} | {share} |")
-    print(f"± : bootstrap SE over prompts resampled within tasks ({results[0]['bootstrap']} draws, seed 0)")
+    print(f"± : bootstrap SE over prompts resampled within tasks ({results[0]['bootstrap']} draws, seed 0); "
+          f"{args.instance} − {args.global_row}: at least the leaderboard's SE, which counts training seeds")
     return 0
 
 

@@ -55,3 +55,30 @@ def test_refuses_missing_rows_and_unpaired_rows(tmp_path):
                                          _entry("js", [0] * 6, seeds=(5, 6))])
     with pytest.raises(HeadroomError, match="other prompts or seeds"):
         instance_headroom(path, "w", 3)
+
+
+def test_gain_se_counts_training_seeds(tmp_path):
+    """A learned row's scores are seed means: the leaderboard's seed-inclusive SE floors the gain's, and the
+    share's interval widens with it; a smaller floor changes nothing."""
+    entries = [_entry("oss", [0, 0, 0, 1, 1, 1]), _entry("oss-image", [1, 1, 1, 1, 1, 1]),
+               _entry("global", [0, 0, 0, 0, 0, 0]), _entry("js", [1, 0, 0, 0, 0, 0])]
+    path = _write(tmp_path / "s.jsonl", entries)
+    plain = instance_headroom(path, "w", 3, bootstrap=2000)
+    wide = instance_headroom(path, "w", 3, bootstrap=2000, gain_se=0.3)
+    assert wide["gain"]["value"] == plain["gain"]["value"]
+    assert wide["gain"]["se"] == pytest.approx(0.3, rel=0.1) and plain["gain"]["se"] < 0.2
+    assert wide["headroom"] == plain["headroom"]
+    assert wide["share"]["ci95"][1] - wide["share"]["ci95"][0] > plain["share"]["ci95"][1] - plain["share"]["ci95"][0]
+    assert instance_headroom(path, "w", 3, bootstrap=2000, gain_se=1e-6)["gain"] == plain["gain"]
+
+
+def test_leaderboard_gain_se_reads_the_overall_row(tmp_path):
+    from jsbench.instance_headroom import leaderboard_gain_se
+
+    csv = tmp_path / "geneval.csv"
+    csv.write_text("backbone,steps,method,task,delta_global_stderr\n"
+                   "w,3,js,overall,0.056\nw,3,js,colors,0.2\nw,5,js,overall,\nw,3,global,overall,\n")
+    assert leaderboard_gain_se(csv, "w", 3) == pytest.approx(0.056)
+    assert leaderboard_gain_se(csv, "w", 5) is None
+    assert leaderboard_gain_se(csv, "w", 3, global_row="searched") is None
+    assert leaderboard_gain_se(tmp_path / "none.csv", "w", 3) is None
