@@ -453,11 +453,12 @@ def compare(
     others = [_backbone(name, other_model or None, device, dtype, offload_mode or offload, decode_chunk, progress and dist.is_main, share_with=share)
               for name, _, other_model in (d.partition("=") for d in distilled)]
     cmd = compare_command(suite, backbone, list(steps), model, seeds, list(schedule), list(distilled), zoo=zoo_specs,
-                          check=check, tolerance=tolerance, strict=strict, guidance=guidance, seed_base=seed_base) + (f" --limit {limit}" if limit is not None else "")
+                          check=check, tolerance=tolerance, strict=strict, guidance=guidance, seed_base=seed_base,
+                          zoo_explicit=zoo is not None) + (f" --limit {limit}" if limit is not None else "")
     result = run_compare(
         bb, s, list(steps), policies_dir=policies, records_path=records, leaderboard_dir=leaderboards, seeds=seeds,
         check=check, tolerance=tolerance, strict=strict, reports=list(report), extra_schedules=list(schedule), distilled=others, plots=plots, progress=progress, command=cmd,
-        log=lambda msg: err.print(msg, style="dim", highlight=False, soft_wrap=True), batch_size=batch_size, zoo=zoo_specs, seed_base=seed_base,
+        log=lambda msg: err.print(msg, style="dim", highlight=False, soft_wrap=True), batch_size=batch_size, zoo=zoo_specs, zoo_explicit=zoo is not None, seed_base=seed_base,
         items=items, save_images=save_images, ctx=dist if dist.distributed else None,
     )
     if not dist.is_main:

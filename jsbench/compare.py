@@ -123,6 +123,7 @@ def run_compare(
     log=print,
     batch_size: int | None = None,
     zoo: list[str] = (),
+    zoo_explicit: bool | None = None,
     seed_base: int = EVAL_SEED_BASE,
     items: list | None = None,
     save_images: Path | None = None,
@@ -133,7 +134,8 @@ def run_compare(
     or its check. Each row keeps its per-image side file until the leaderboard is written, so a compare that
     was interrupted resumes without resampling an image. `save_images`: PNGs per row under
     `save_images/<backbone>-n<steps>-<row>/`. `ctx`: a DistContext sharding every row's prompts over its
-    processes (the main process alone writes)."""
+    processes (the main process alone writes). `zoo_explicit`: `zoo` was named (--zoo), so its opt-in rows
+    run (`zoo.zoo_rows`)."""
     from jsbench.protocol import ceiling_spec
 
     main = ctx is None or ctx.is_main
@@ -154,7 +156,7 @@ def run_compare(
         # the zoo's rows (karras, ays, oss, searched, ...) that exist for this backbone, beside default
         from jsbench.zoo import zoo_rows
 
-        specs = ["default", *zoo_rows(list(zoo), backbone, steps, log), *extra_schedules] + [seed_folders for seed_folders in found]
+        specs = ["default", *zoo_rows(list(zoo), backbone, steps, log, explicit=zoo_explicit), *extra_schedules] + [seed_folders for seed_folders in found]
         if not ceiling_done:
             specs.append(ceiling_spec(backbone))
             ceiling_done = True
@@ -336,10 +338,10 @@ DEFAULT_SEEDS = 16
 def compare_command(suite: str, backbone: str, steps: list[int], model: str | None = None, seeds: int = DEFAULT_SEEDS,
                     schedule: list[str] = (), distilled: list[str] = (), zoo: list[str] | None = None, check: bool = False,
                     tolerance: float = 2.0, strict: bool = False, guidance: float | None = None,
-                    seed_base: int = EVAL_SEED_BASE) -> str:
+                    seed_base: int = EVAL_SEED_BASE, zoo_explicit: bool = False) -> str:
     """The `jsbench compare` command line that evaluates these rows (shown beside each section). `zoo`: the
-    parsed zoo rows, named only when they are not the default ones; `check`, `tolerance`, `strict`: the
-    check's options, named when checking."""
+    parsed zoo rows, named when they are not the default ones or were named (`zoo_explicit`: a named default
+    list also runs its opt-in rows); `check`, `tolerance`, `strict`: the check's options, named when checking."""
     parts = ["jsbench compare", f"--suite {suite}", f"--backbone {backbone}"]
     if model:
         parts.append(f"--model {model}")
@@ -354,7 +356,7 @@ def compare_command(suite: str, backbone: str, steps: list[int], model: str | No
     if zoo is not None:
         from jsbench.zoo import DEFAULT_ZOO
 
-        if list(zoo) != list(DEFAULT_ZOO):
+        if zoo_explicit or list(zoo) != list(DEFAULT_ZOO):
             parts.append(f"--zoo {','.join(zoo) or 'none'}")
     if check:
         parts.append("--check" + (f" --tolerance {tolerance:g}" if tolerance != 2.0 else "") + (" --strict" if strict else ""))
@@ -382,8 +384,11 @@ def recipe_run_options(run: dict) -> dict:
 
 def recipe_run_command(run: dict) -> str:
     """The command line a recipe run stands for (shown before it runs)."""
+    from jsbench.zoo import parse_zoo
+
+    zoo = parse_zoo(run["zoo"]) if run["zoo"] is not None else None
     return compare_command(run["suite"], run["backbone"], run["steps"], run["model"], run["seeds"], run["schedule"], run["distilled"],
-                           seed_base=run["seed_base"])
+                           zoo=zoo, seed_base=run["seed_base"], zoo_explicit=zoo is not None)
 
 
 def read_recipe(path: str | Path) -> list[dict]:

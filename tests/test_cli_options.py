@@ -106,5 +106,16 @@ def test_compare_option_rules_live_in_the_library_and_refuse_before_weights_load
 
     base = "jsbench compare --suite geneval --backbone analytic --steps 3 --seeds 2"
     assert compare_command("geneval", "analytic", [3], seeds=2, zoo=list(DEFAULT_ZOO)) == base
+    # a named zoo is shown even when it spells the default list: re-running the command runs its opt-in rows
+    assert compare_command("geneval", "analytic", [3], seeds=2, zoo=list(DEFAULT_ZOO), zoo_explicit=True) == base + " --zoo " + ",".join(DEFAULT_ZOO)
     assert compare_command("geneval", "analytic", [3], seeds=2, zoo=[], check=True, strict=True) == base + " --zoo none --check --strict"
     assert compare_command("geneval", "analytic", [3], seeds=2, zoo=["karras"], check=True, tolerance=3) == base + " --zoo karras --check --tolerance 3"
+
+
+def test_recipe_run_command_names_its_zoo():
+    from jsbench.compare import DEFAULT_SEEDS, EVAL_SEED_BASE, recipe_run_command
+
+    run = {"suite": "geneval", "backbone": "scenes-dit", "steps": [3], "model": None, "seeds": DEFAULT_SEEDS, "schedule": [],
+           "distilled": [], "seed_base": EVAL_SEED_BASE}
+    assert "--zoo" not in recipe_run_command({**run, "zoo": None})
+    assert recipe_run_command({**run, "zoo": "karras,oss,oss-image"}).endswith("--steps 3 --zoo karras,oss,oss-image")

@@ -183,3 +183,6 @@ def test_oss_image_is_in_the_default_zoo_only_on_the_embedded_worlds(analytic):
     assert "oss-image" not in zoo_rows(list(DEFAULT_ZOO), RealFlow(), 3, logs.append)
     assert any("skipping oss-image" in m and "--zoo" in m for m in logs)
     assert zoo_rows(["oss", "oss-image"], RealFlow(), 3) == ["oss", "oss-image"]  # named: opted in
+    # `--zoo` spelling out the default list names oss-image too: it runs (it was once skipped in silence)
+    assert "oss-image" in zoo_rows(list(DEFAULT_ZOO), RealFlow(), 3, explicit=True)
+    assert "oss-image" not in zoo_rows(list(DEFAULT_ZOO), RealFlow(), 3, explicit=False)

@@ -96,12 +96,14 @@ def parse_zoo(text: str) -> list[str]:
     return out
 
 
-def zoo_rows(specs: list[str], backbone, steps: int, log=None) -> list[str]:
+def zoo_rows(specs: list[str], backbone, steps: int, log=None, explicit: bool | None = None) -> list[str]:
     """The zoo specs that exist for this backbone at N steps (ays only where the family has one and the
     budget fits its clock, the oss rows only where the backbone has a flow velocity); from the default list,
-    opt-in rows (oss-image off the embedded worlds) are left out. Each skip is logged."""
+    opt-in rows (oss-image off the embedded worlds) are left out. `explicit`: the list was named (--zoo),
+    so every opt-in row in it runs, even when it spells the default list; None: named unless it is
+    DEFAULT_ZOO. Each skip is logged."""
     keep = []
-    by_default = tuple(specs) == DEFAULT_ZOO
+    by_default = (tuple(specs) == DEFAULT_ZOO) if explicit is None else not explicit
     for spec in specs:
         kind = zoo_kind(spec.partition(":")[0])
         try:
