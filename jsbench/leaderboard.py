@@ -335,9 +335,13 @@ def tables_from_csv(rows: list[dict]) -> list[Table]:
 def merge_tables(kept: list[Table], fresh: list[Table]) -> list[Table]:
     """`kept` with every (backbone, model, steps) section that `fresh` has replaced by the fresh one, in a
     fixed order (by backbone, model, steps), so a run never drops what it did not evaluate."""
-    fresh_budgets = {t.key[:3] for t in fresh}
-    # a kept section written before provenance was recorded is superseded by a fresh one of its budget
-    merged = {t.key: t for t in kept if t.provenance or t.key[:3] not in fresh_budgets}
+    # a kept section written before a provenance field was recorded (none at all, or before guidance) is
+    # superseded by a fresh one of its budget that agrees on every field the kept one has
+    def superseded(old: Table) -> bool:
+        return any(new.key[:3] == old.key[:3] and all(str(new.provenance.get(f) or "") == str(v or "") for f, v in old.provenance.items())
+                   for new in fresh)
+
+    merged = {t.key: t for t in kept if not superseded(t)}
     merged.update({t.key: t for t in fresh})
     return [merged[k] for k in sorted(merged)]
 

@@ -400,3 +400,8 @@ def test_leaderboard_rows_are_keyed_by_provenance_and_say_when_the_detector_is_n
     legacy_rows = [{k: v for k, v in r.items() if k not in ("detector", "color_model", "prompt_set", "ocr_engine", "reward_model")} for r in csv.DictReader(io.StringIO(text))]
     merged = merge_tables(tables_from_csv(legacy_rows), tables)
     assert sorted(t.key for t in merged) == sorted(t.key for t in tables)
+    # ... and so is one written before a later field (guidance): every field it has agrees with the fresh one
+    guided = [replace(t, provenance={**t.provenance, "guidance": "3"}) for t in tables]
+    assert sorted(t.key for t in merge_tables(tables, guided)) == sorted(t.key for t in guided)
+    # a section scored otherwise (another detector) is kept beside the fresh one
+    assert len(merge_tables(tables, guided[:1])) == 2
