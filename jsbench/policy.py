@@ -276,18 +276,18 @@ def read_manifest(directory: str | Path) -> dict:
 
 def list_policies(root: str | Path) -> list[dict]:
     """Every policy under `root` (each folder holding a manifest.json), sorted by path: its `path` as a user
-    can pass it back, backbone, steps, kind, baseline, reward and checksum from the manifest (None where it has
+    can pass it back, backbone, steps, kind, network arch, baseline, reward and checksum from the manifest (None where it has
     none), and `_short`, the folder relative to `root`. Refuses a `root` that is not a folder."""
     from jsbench.workspace import display_path
 
     root = Path(root)
     if not root.is_dir():
         raise PolicyError(f"no policies folder at {root}; pass --root FOLDER")
-    rows = []
+    rows = []  # a manifest's config without "arch" predates the option: its policy is built small
     for manifest in sorted(root.rglob("manifest.json")):
         m = read_manifest(manifest.parent)
         rows.append({"path": display_path(manifest.parent), "backbone": m.get("backbone"), "steps": m.get("steps"), "kind": m.get("kind"),
-                     "baseline": m.get("baseline"), "reward": m.get("reward"), "train_seed": (m.get("train") or {}).get("seed"),
+                     "arch": (m["config"].get("arch", "small") if m.get("config") else None), "baseline": m.get("baseline"), "reward": m.get("reward"), "train_seed": (m.get("train") or {}).get("seed"),
                      "converged": (m.get("convergence") or {}).get("converged"), "checksum": m.get("checksum"),
                      "_short": manifest.parent.relative_to(root)})
     return rows

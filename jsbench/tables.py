@@ -125,20 +125,24 @@ def check_table(report) -> RichTable | None:
 
 # --- jsbench policies list ------------------------------------------------------------------------------
 
-POLICY_COLUMNS = ("path", "backbone", "steps", "kind", "baseline", "reward", "train_seed", "converged", "checksum")
+POLICY_COLUMNS = ("path", "backbone", "steps", "kind", "arch", "baseline", "reward", "train_seed", "converged", "checksum")
 
 
 def policies_table(rows: list[dict], root: str) -> RichTable:
     """`policies list`: each policy (`_short`: its path under the root, one per training seed: <row>/seed<S>)
-    with its backbone, steps, kind, baseline and reward, marked when not converged; the training seed,
+    with its backbone, steps, kind, network arch, baseline and reward, marked when not converged; the training seed,
     convergence and checksum are in `--format csv|json` and `policies show`."""
     from jsbench.leaderboard import NOT_CONVERGED_LEGEND, NOT_CONVERGED_MARK
 
     marked = any(r["converged"] is False for r in rows)
     table = plain_table(title=f"policies in {root}", caption="none" if not rows else NOT_CONVERGED_LEGEND if marked else None)
-    for col in ("policy", *POLICY_COLUMNS[1:6]):
+    # the backbone column only where a path does not already start with it (policies/<backbone>/...): 80 columns
+    columns = [c for c in POLICY_COLUMNS[1:7]
+               if c != "backbone" or any(not str(r["_short"]).startswith(f"{r['backbone']}/") for r in rows)]
+    table.add_column("policy", no_wrap=True)  # a path folded mid-name cannot be copied back
+    for col in columns:
         table.add_column(col, overflow="fold")
     for r in rows:
         name = str(r["_short"]) + (f" {NOT_CONVERGED_MARK}" if r["converged"] is False else "")
-        table.add_row(name, *("–" if r[c] is None else str(r[c]) for c in POLICY_COLUMNS[1:6]))
+        table.add_row(name, *("–" if r[c] is None else str(r[c]) for c in columns))
     return table
