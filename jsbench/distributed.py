@@ -30,6 +30,7 @@ How the work is split, and why the numbers do not depend on the number of proces
 from __future__ import annotations
 
 import atexit
+import io
 import os
 import re
 import signal
@@ -296,14 +297,27 @@ def launch_processes(processes: int, argv: Sequence[str] | None = None) -> int:
     env = dict(os.environ)
     env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // processes)))
     env.setdefault("PYTHONUNBUFFERED", "1")
-    proc = subprocess.run(torchrun_command(processes, args), env=env, stderr=subprocess.PIPE, text=True)
-    lines = proc.stderr.splitlines()
-    if proc.returncode == 0:
-        for ln in lines:
-            if "torch.distributed" not in ln and "*****" not in ln:
+    proc = subprocess.Popen(torchrun_command(processes, args), env=env, stderr=subprocess.PIPE)
+    # the children's progress and log lines pass through as they come (a long run is not silent until it
+    # ends); from the first traceback or `error:` line on, lines wait for the verdict below
+    lines: list[str] = []
+    held_from = None
+    for raw in io.TextIOWrapper(proc.stderr, encoding="utf-8", errors="replace", newline=""):
+        ln = raw.rstrip("\r\n")
+        lines.append(ln)
+        if held_from is None and (ln.startswith("Traceback (most recent call last):") or ln.strip().startswith("error:")):
+            held_from = len(lines) - 1
+        if held_from is None and not _torchrun_line(ln):
+            sys.stderr.write(raw)
+            sys.stderr.flush()
+    returncode = proc.wait()
+    held_from = len(lines) if held_from is None else held_from
+    if returncode == 0:
+        for ln in lines[held_from:]:
+            if not _torchrun_line(ln):
                 print(ln, file=sys.stderr)
         return 0
-    children, failures = split_torchrun_report(lines)
+    children, failures = split_torchrun_report(lines[held_from:])  # the lines before were shown as they came
     errors = list(dict.fromkeys(ln.strip() for ln in children if ln.strip().startswith("error:")))
     if errors:  # refusals, one line each as one process prints them; another process's traceback from a
         # collective that lost its peer is a consequence, not news
@@ -313,9 +327,17 @@ def launch_processes(processes: int, argv: Sequence[str] | None = None) -> int:
     tail = [ln for ln in children if ln.strip()][-40:]  # the children's own traceback, not torchrun's banner
     if tail:
         print("\n".join(tail), file=sys.stderr)
-    how = "; ".join(f"process {rank} {why}" for rank, why in failures) or f"torchrun exited with {proc.returncode}"
+    how = "; ".join(f"process {rank} {why}" for rank, why in failures) or f"torchrun exited with {returncode}"
     print(f"error: {processes}-process run failed: {how}", file=sys.stderr)
-    return proc.returncode or 1
+    return returncode or 1
+
+
+_AGENT_LOG = re.compile(r"^[DIWEF]\d{4} .*torch/distributed/")  # torchrun's own log lines ("Sending process ... SIGTERM")
+
+
+def _torchrun_line(line: str) -> bool:
+    """A line of torchrun's own (its banner, its agent's log), not a child's."""
+    return "torch.distributed" in line or "*****" in line or bool(_AGENT_LOG.match(line))
 
 
 def split_torchrun_report(lines: Sequence[str]) -> tuple[list[str], list[tuple[int, str]]]:
@@ -350,8 +372,7 @@ def split_torchrun_report(lines: Sequence[str]) -> tuple[list[str], list[tuple[i
                 why = f"exited with {code}"
             failures[rank] = why
             rank = None
-    agent_log = re.compile(r"^[DIWEF]\d{4} .*torch/distributed/")  # torchrun's own log lines ("Sending process ... SIGTERM")
-    return [ln for ln in lines[:start] if not agent_log.match(ln)], sorted(failures.items())
+    return [ln for ln in lines[:start] if not _AGENT_LOG.match(ln)], sorted(failures.items())
 
 
 # ----------------------------------------------------------------------------------------- evaluation

@@ -245,3 +245,37 @@ def test_cli_processes_2_end_to_end(tmp_path):
     bad = _cli("eval", "--suite", "genevil", "--processes", "2", "--out", tmp_path / "r3.jsonl", env=env)
     lines = [ln for ln in bad.stderr.splitlines() if ln.strip()]
     assert bad.returncode != 0 and len(lines) == 1 and "unknown suite 'genevil'" in lines[0], bad.stderr
+
+
+_SLOW_PROGRESS = """
+import os, sys, time
+if os.environ["RANK"] == "0":
+    print("progress: 1 of 2 rows", file=sys.stderr, flush=True)
+time.sleep(1.5)
+"""
+
+
+def test_the_childrens_progress_is_shown_as_it_comes(tmp_path, monkeypatch):
+    """A long sharded run is not silent until it ends: a child's stderr line reaches the user at once."""
+    import io
+    import time
+
+    pytest.importorskip("accelerate", reason="--processes needs accelerate (the `scale` and `test` extras)")
+    script = tmp_path / "slow.py"
+    script.write_text(_SLOW_PROGRESS)
+    real = jd.torchrun_command
+    monkeypatch.setattr(jd, "torchrun_command", lambda n, args, port=None: [*real(n, [], port)[:-2], str(script)])
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    seen = []
+
+    class Clock(io.StringIO):
+        def write(self, text):
+            seen.append((time.monotonic(), text))
+            return super().write(text)
+
+    monkeypatch.setattr(jd.sys, "stderr", Clock())
+    assert jd.launch_processes(2, ["eval"]) == 0
+    ended = time.monotonic()
+    shown = [t for t, text in seen if "progress: 1 of 2 rows" in text]
+    assert len(shown) == 1 and ended - shown[0] > 1.0  # shown while the children still ran
+    assert not any("*****" in text or "torch.distributed" in text for _, text in seen)
