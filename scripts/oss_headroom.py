@@ -50,8 +50,10 @@ def main() -> int:
         h, g, s = r["headroom"], r["gain"], r["share"]
         share = f"{s['value']:.2f} ({s['ci95'][0]:.2f} to {s['ci95'][1]:.2f})" if s else "– (no headroom > 0)"
         print(f"| {r['backbone']} | {r['steps']} | {h['value']:+.3f} ± {h['se']:.3f} | {g['value']:+.3f} ± {g['se']:.3f} | {share} |")
-    print(f"± : bootstrap SE over prompts resampled within tasks ({results[0]['bootstrap']} draws, seed 0); "
-          f"{args.instance} − {args.global_row}: at least the leaderboard's SE, which counts training seeds")
+    floor = any(r["gain_se_floor"] is not None for r in results)
+    print(f"± : bootstrap SE over prompts resampled within tasks ({results[0]['bootstrap']} draws, seed 0)"
+          + (f"; {args.instance} − {args.global_row}: at least the leaderboard's SE, which counts training seeds" if floor else
+             f"; {args.instance} − {args.global_row}: prompts only (the leaderboard has no seed-inclusive SE for this pair)"))
     return 0
 
 
