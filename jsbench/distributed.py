@@ -324,6 +324,12 @@ def launch_processes(processes: int, argv: Sequence[str] | None = None) -> int:
         for ln in errors:
             print(ln, file=sys.stderr)
         return 2
+    if failures and all(why == "exited with 1" for _, why in failures) and not any(ln.startswith("Traceback") for ln in children):
+        # exit 1 is a verdict (`compare --check`: regressed), not a crash: the main process said so itself
+        for ln in children:
+            if ln.strip():
+                print(ln, file=sys.stderr)
+        return 1
     tail = [ln for ln in children if ln.strip()][-40:]  # the children's own traceback, not torchrun's banner
     if tail:
         print("\n".join(tail), file=sys.stderr)

@@ -279,3 +279,24 @@ def test_the_childrens_progress_is_shown_as_it_comes(tmp_path, monkeypatch):
     shown = [t for t, text in seen if "progress: 1 of 2 rows" in text]
     assert len(shown) == 1 and ended - shown[0] > 1.0  # shown while the children still ran
     assert not any("*****" in text or "torch.distributed" in text for _, text in seen)
+
+
+_REGRESSED_ON_MAIN = """
+import os, sys
+if os.environ["RANK"] == "0":
+    print("check failed: 1 row regressed")
+    sys.exit(1)
+"""
+
+
+def test_exit_1_of_the_main_process_is_its_verdict_not_a_crash(tmp_path, monkeypatch, capsys):
+    """`compare --check --processes N`: a regression exits 1 with the check's own report, not a crash line."""
+    pytest.importorskip("accelerate", reason="--processes needs accelerate (the `scale` and `test` extras)")
+    script = tmp_path / "regressed.py"
+    script.write_text(_REGRESSED_ON_MAIN)
+    real = jd.torchrun_command
+    monkeypatch.setattr(jd, "torchrun_command", lambda n, args, port=None: [*real(n, [], port)[:-2], str(script)])
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert jd.launch_processes(2, ["compare", "--check"]) == 1
+    captured = capsys.readouterr()
+    assert "error:" not in captured.err and "ChildFailedError" not in captured.err
