@@ -16,7 +16,7 @@ SUITE="${SUITE:-geneval}"  # the suite whose training prompts and reward (same n
 declare -A default_steps=([analytic]="3 5" [detail]="3" [scenes-dit]="3")
 declare -A default_iters=([analytic]=400 [detail]=1000 [scenes-dit]=100)
 declare -A default_policies=([analytic]="global js js-prompt rloo xctx" [detail]="global js js-prompt rloo" [scenes-dit]="global js rloo xctx")
-declare -A suite_steps=([ocr]="3")
+declare -A suite_steps=([ocr]="3 5")
 STEPS="${STEPS:-${suite_steps[$SUITE]:-${default_steps[$BACKBONE]:-3}}}"
 declare -A suite_iters=([ocr]=80)  # OCR: ~2 CPU-s an update on analytic (tesseract reads every sample)
 declare -A suite_policies=([ocr]="global js rloo xctx")
