@@ -462,7 +462,7 @@ def compare(
         items=items, save_images=save_images, ctx=dist if dist.distributed else None,
     )
     if not dist.is_main:
-        dist.close()
+        _leave_group(dist)
         return
     from jsbench import tables
 
@@ -482,12 +482,21 @@ def compare(
         for path in result.written:
             console_.print(f"wrote {path}")
         console_.print(report_.headline, highlight=False, soft_wrap=True)
-        dist.close()
+        _leave_group(dist)
         raise typer.Exit(report_.exit_code)
     else:
         for path in result.written:
             console_.print(f"wrote {path}", highlight=False)
-    dist.close()
+    _leave_group(dist)
+
+
+_IN_RECIPE = False  # `compare --all` is running its recipe: the processes keep their group between runs
+
+
+def _leave_group(dist) -> None:
+    """The end of one compare: its processes leave their group, unless `--all` runs more in the same group."""
+    if not _IN_RECIPE:
+        dist.close()
 
 
 def _command_line() -> str:
@@ -506,14 +515,28 @@ def _compare_all(ctx: typer.Context, command, recipe: Path, **resolved) -> None:
     except ImportError:  # typer on the click package
         from click.core import ParameterSource
     validate_all_options([n for n in ctx.params if ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE], ctx.params.get("report"))
+    if (ctx.params.get("processes") or 1) > 1:  # launched once for the whole recipe: its processes run every run
+        from jsbench.distributed import launch_processes
+
+        raise typer.Exit(launch_processes(ctx.params["processes"]))
+    from jsbench.distributed import get_context
+
+    global _IN_RECIPE
+    dist = get_context()  # under --processes: one group for every run of the recipe
     codes = []
-    for run in read_recipe(recipe):
-        err.print(f"[bold]{recipe_run_command(run)}[/]", highlight=False, soft_wrap=True)
-        try:
-            command(ctx, **{**ctx.params, **resolved, **recipe_run_options(run), "all_": False})
-            codes.append(0)
-        except typer.Exit as exc:
-            codes.append(exc.exit_code)
+    _IN_RECIPE = True
+    try:
+        for run in read_recipe(recipe):
+            if dist.is_main:
+                err.print(f"[bold]{recipe_run_command(run)}[/]", highlight=False, soft_wrap=True)
+            try:
+                command(ctx, **{**ctx.params, **resolved, **recipe_run_options(run), "all_": False})
+                codes.append(0)
+            except typer.Exit as exc:
+                codes.append(exc.exit_code)
+    finally:
+        _IN_RECIPE = False
+    dist.close()
     if any(codes):
         raise typer.Exit(max(codes))
 

@@ -300,3 +300,24 @@ def test_exit_1_of_the_main_process_is_its_verdict_not_a_crash(tmp_path, monkeyp
     assert jd.launch_processes(2, ["compare", "--check"]) == 1
     captured = capsys.readouterr()
     assert "error:" not in captured.err and "ChildFailedError" not in captured.err
+
+
+@pytest.mark.slow  # two recipe runs, once in one process and once in two
+def test_compare_all_processes_2_runs_every_recipe_run_in_one_group(tmp_path):
+    """`compare --all --processes 2`: the processes keep their group from one recipe run to the next (the
+    second run once found it torn down) and write what one process writes."""
+    pytest.importorskip("accelerate", reason="multi-process runs need accelerate (the `scale` and `test` extras)")
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    env["OMP_NUM_THREADS"] = "1"
+    recipe = {"runs": [{"suite": "geneval", "backbone": "analytic", "steps": [s], "seeds": 1, "zoo": "none"} for s in (3, 5)]}
+    pages = []
+    for name, extra in (("one", []), ("two", ["--processes", "2"])):
+        board = tmp_path / name
+        board.mkdir()
+        (board / "recipe.json").write_text(json.dumps(recipe))
+        done = _cli("compare", "--all", *extra, "--leaderboards", board, "--policies", tmp_path / "none", "--records",
+                    tmp_path / f"{name}.jsonl", "--no-plots", "--no-progress", env=env)
+        assert done.returncode == 0, done.stderr
+        assert done.stderr.count("jsbench compare --suite geneval --backbone analytic --steps 5") == 1  # printed once
+        pages.append((board / "geneval.csv").read_text())
+    assert pages[0] == pages[1] and "analytic,jsbench/analytic-scenes,5,default" in pages[0]

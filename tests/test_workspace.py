@@ -158,3 +158,18 @@ def test_scripts_write_committed_results_only_when_told(tmp_path, capsys, monkey
     assert (tmp_path / "mine.json").exists() and not committed.exists()
     mod.main(argv + ["--write"])
     assert '"ceiling"' in committed.read_text() and '"default"' in committed.read_text()
+
+
+def test_compare_all_with_processes_launches_once_for_the_whole_recipe(cli, tmp_path, monkeypatch):
+    """`compare --all --processes 2` launches its processes once (they run every recipe run), not once per run."""
+    import json
+
+    import jsbench.distributed as jd
+
+    (tmp_path / "recipe.json").write_text(json.dumps({"runs": [{"suite": "geneval", "backbone": "analytic", "steps": [3]},
+                                                               {"suite": "geneval", "backbone": "detail", "steps": [3]}]}))
+    launched = []
+    monkeypatch.setattr(jd, "launch_processes", lambda n, argv=None: launched.append(n) or 0)
+    code, out, err = cli("compare", "--all", "--processes", "2", "--leaderboards", tmp_path, "--no-progress")
+    assert code == 0, err
+    assert launched == [2]
