@@ -302,15 +302,20 @@ def launch_processes(processes: int, argv: Sequence[str] | None = None) -> int:
     # ends); from the first traceback or `error:` line on, lines wait for the verdict below
     lines: list[str] = []
     held_from = None
-    for raw in io.TextIOWrapper(proc.stderr, encoding="utf-8", errors="replace", newline=""):
-        ln = raw.rstrip("\r\n")
-        lines.append(ln)
-        if held_from is None and (ln.startswith("Traceback (most recent call last):") or ln.strip().startswith("error:")):
-            held_from = len(lines) - 1
-        if held_from is None and not _torchrun_line(ln):
-            sys.stderr.write(raw)
-            sys.stderr.flush()
-    returncode = proc.wait()
+    try:
+        for raw in io.TextIOWrapper(proc.stderr, encoding="utf-8", errors="replace", newline=""):
+            ln = raw.rstrip("\r\n")
+            lines.append(ln)
+            if held_from is None and (ln.startswith("Traceback (most recent call last):") or ln.strip().startswith("error:")):
+                held_from = len(lines) - 1
+            if held_from is None and not _torchrun_line(ln):
+                sys.stderr.write(raw)
+                sys.stderr.flush()
+        returncode = proc.wait()
+    finally:  # interrupted (Ctrl-C, a closed stderr): torchrun and its children go too
+        if proc.poll() is None:
+            proc.terminate()
+            proc.wait()
     held_from = len(lines) if held_from is None else held_from
     if returncode == 0:
         for ln in lines[held_from:]:
@@ -319,13 +324,17 @@ def launch_processes(processes: int, argv: Sequence[str] | None = None) -> int:
         return 0
     children, failures = split_torchrun_report(lines[held_from:])  # the lines before were shown as they came
     errors = list(dict.fromkeys(ln.strip() for ln in children if ln.strip().startswith("error:")))
-    if errors:  # refusals, one line each as one process prints them; another process's traceback from a
-        # collective that lost its peer is a consequence, not news
+    internal = any(e.startswith("error: internal error") for e in errors)  # a bug: its traceback is the news
+    if errors and not internal:  # refusals, one line each as one process prints them; another process's
+        # traceback from a collective that lost its peer is a consequence, not news
         for ln in errors:
             print(ln, file=sys.stderr)
         return 2
-    if failures and all(why == "exited with 1" for _, why in failures) and not any(ln.startswith("Traceback") for ln in children):
-        # exit 1 is a verdict (`compare --check`: regressed), not a crash: the main process said so itself
+    why = dict(failures)
+    if (why.get(0) == "exited with 1" and all(w.startswith("was stopped by SIGTERM") for r, w in failures if r != 0)
+            and not any(ln.startswith("Traceback") for ln in children)):
+        # the main process's exit 1 is its verdict (`compare --check`: regressed), not a crash; torchrun
+        # stopping the others after it is a consequence
         for ln in children:
             if ln.strip():
                 print(ln, file=sys.stderr)
@@ -335,7 +344,7 @@ def launch_processes(processes: int, argv: Sequence[str] | None = None) -> int:
         print("\n".join(tail), file=sys.stderr)
     how = "; ".join(f"process {rank} {why}" for rank, why in failures) or f"torchrun exited with {returncode}"
     print(f"error: {processes}-process run failed: {how}", file=sys.stderr)
-    return returncode or 1
+    return 3 if internal else (returncode or 1)
 
 
 _AGENT_LOG = re.compile(r"^[DIWEF]\d{4} .*torch/distributed/")  # torchrun's own log lines ("Sending process ... SIGTERM")

@@ -54,20 +54,31 @@ def headroom_sections(path: Path) -> list[tuple[str, int]]:
 
 
 def leaderboard_gain_se(csv_path: Path, backbone: str, steps: int, instance: str = "js",
-                        global_row: str = "global") -> float | None:
+                        global_row: str = "global", model_id: str | None = None) -> float | None:
     """The leaderboard's seed-inclusive SE of `instance` − global at (backbone, steps), overall; None when
-    the CSV has no such number (no file, no row, or a global row other than the learned `global`)."""
+    the CSV has no such finite number (no file, no row, or a global row other than the learned `global`).
+    Refuses a file that is not a leaderboard CSV."""
     import csv
+    import math
 
     csv_path = Path(csv_path)
     if global_row != "global" or not csv_path.is_file():
         return None
     with csv_path.open(newline="") as fh:
-        for row in csv.DictReader(fh):
-            if (row["backbone"], row["method"], row["task"]) == (backbone, instance, "overall") and int(row["steps"]) == steps:
-                value = row.get("delta_global_stderr") or ""
-                return float(value) if value else None
-    return None
+        reader = csv.DictReader(fh)
+        missing = {"backbone", "model_id", "steps", "method", "task", "delta_global_stderr"} - set(reader.fieldnames or [])
+        if missing:
+            raise HeadroomError(f"{csv_path}: not a leaderboard CSV (no {', '.join(sorted(missing))} column)")
+        found = None
+        for row in reader:
+            if ((row["backbone"], row["method"], row["task"]) == (backbone, instance, "overall") and row["steps"] == str(steps)
+                    and model_id in (None, row["model_id"])):
+                found = row["delta_global_stderr"]  # the last, as for the scores file's entries
+    try:
+        value = float(found) if found else None
+    except ValueError:
+        raise HeadroomError(f"{csv_path}: delta_global_stderr {found!r} of {backbone} {instance} at {steps} steps is not a number") from None
+    return value if value is not None and math.isfinite(value) else None
 
 
 def _overall(diff: np.ndarray, task_index: np.ndarray, tasks: int) -> float:

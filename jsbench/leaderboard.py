@@ -336,9 +336,13 @@ def merge_tables(kept: list[Table], fresh: list[Table]) -> list[Table]:
     """`kept` with every (backbone, model, steps) section that `fresh` has replaced by the fresh one, in a
     fixed order (by backbone, model, steps), so a run never drops what it did not evaluate."""
     # a kept section written before a provenance field was recorded (none at all, or before guidance) is
-    # superseded by a fresh one of its budget that agrees on every field the kept one has
+    # superseded by a fresh one of its budget that agrees on every field the kept one has; one without a
+    # guidance ran at the pipeline's own, so only a fresh section at the pipeline's own (no --guidance in
+    # its command) supersedes it
     def superseded(old: Table) -> bool:
-        return any(new.key[:3] == old.key[:3] and all(str(new.provenance.get(f) or "") == str(v or "") for f, v in old.provenance.items())
+        return any(new.key[:3] == old.key[:3]
+                   and all(str(new.provenance.get(f) or "") == str(v or "") for f, v in old.provenance.items())
+                   and (old.provenance.get("guidance") or "--guidance" not in new.command)
                    for new in fresh)
 
     merged = {t.key: t for t in kept if not superseded(t)}

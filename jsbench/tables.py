@@ -125,7 +125,9 @@ def check_table(report) -> RichTable | None:
 
 # --- jsbench policies list ------------------------------------------------------------------------------
 
-POLICY_COLUMNS = ("path", "backbone", "steps", "kind", "arch", "baseline", "reward", "train_seed", "converged", "checksum")
+# csv/json columns: `arch` last, so readers of the earlier columns by position are unaffected
+POLICY_COLUMNS = ("path", "backbone", "steps", "kind", "baseline", "reward", "train_seed", "converged", "checksum", "arch")
+_POLICY_TABLE_COLUMNS = ("backbone", "steps", "kind", "arch", "baseline", "reward")
 
 
 def policies_table(rows: list[dict], root: str) -> RichTable:
@@ -137,11 +139,11 @@ def policies_table(rows: list[dict], root: str) -> RichTable:
     marked = any(r["converged"] is False for r in rows)
     table = plain_table(title=f"policies in {root}", caption="none" if not rows else NOT_CONVERGED_LEGEND if marked else None)
     # the backbone column only where a path does not already start with it (policies/<backbone>/...): 80 columns
-    columns = [c for c in POLICY_COLUMNS[1:7]
+    columns = [c for c in _POLICY_TABLE_COLUMNS
                if c != "backbone" or any(not str(r["_short"]).startswith(f"{r['backbone']}/") for r in rows)]
-    table.add_column("policy", no_wrap=True)  # a path folded mid-name cannot be copied back
+    table.add_column("policy", overflow="fold")  # the short columns keep their width; a long path folds
     for col in columns:
-        table.add_column(col, overflow="fold")
+        table.add_column(col, no_wrap=True)
     for r in rows:
         name = str(r["_short"]) + (f" {NOT_CONVERGED_MARK}" if r["converged"] is False else "")
         table.add_row(name, *("–" if r[c] is None else str(r[c]) for c in columns))

@@ -33,9 +33,10 @@ def main() -> int:
         if not sections:
             raise JsbenchError(f"{args.scores}: no section has both an oss and an oss-image row; regenerate with jsbench compare")
         # the gain's SE counts training seeds: the leaderboard CSV beside the scores file holds it
-        board = args.scores.with_name(args.scores.name.replace(".scores.jsonl", ".csv"))
+        name = args.scores.name
+        board = args.scores.with_name(name[: -len(".scores.jsonl")] + ".csv") if name.endswith(".scores.jsonl") else None
         results = [instance_headroom(args.scores, b, n, args.instance, args.global_row, args.bootstrap,
-                                     gain_se=leaderboard_gain_se(board, b, n, args.instance, args.global_row))
+                                     gain_se=leaderboard_gain_se(board, b, n, args.instance, args.global_row) if board else None)
                    for b, n in sections]
     except JsbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -50,10 +51,16 @@ def main() -> int:
         h, g, s = r["headroom"], r["gain"], r["share"]
         share = f"{s['value']:.2f} ({s['ci95'][0]:.2f} to {s['ci95'][1]:.2f})" if s else "– (no headroom > 0)"
         print(f"| {r['backbone']} | {r['steps']} | {h['value']:+.3f} ± {h['se']:.3f} | {g['value']:+.3f} ± {g['se']:.3f} | {share} |")
-    floor = any(r["gain_se_floor"] is not None for r in results)
-    print(f"± : bootstrap SE over prompts resampled within tasks ({results[0]['bootstrap']} draws, seed 0)"
-          + (f"; {args.instance} − {args.global_row}: at least the leaderboard's SE, which counts training seeds" if floor else
-             f"; {args.instance} − {args.global_row}: prompts only (the leaderboard has no seed-inclusive SE for this pair)"))
+    floored = [r["gain_se_floor"] is not None for r in results]
+    pair = f"{args.instance} − {args.global_row}"
+    if all(floored):
+        gain_note = f"{pair}: at least the leaderboard's SE, which counts training seeds"
+    elif any(floored):
+        gain_note = (f"{pair}: at least the leaderboard's SE, which counts training seeds, for "
+                     + ", ".join(f"{r['backbone']} {r['steps']}" for r, f in zip(results, floored) if f) + "; prompts only elsewhere")
+    else:
+        gain_note = f"{pair}: prompts only (no leaderboard SE that counts training seeds for this pair)"
+    print(f"± : bootstrap SE over prompts resampled within tasks ({results[0]['bootstrap']} draws, seed 0); {gain_note}")
     return 0
 
 

@@ -282,10 +282,11 @@ def test_the_childrens_progress_is_shown_as_it_comes(tmp_path, monkeypatch):
 
 
 _REGRESSED_ON_MAIN = """
-import os, sys
+import os, sys, time
 if os.environ["RANK"] == "0":
     print("check failed: 1 row regressed")
     sys.exit(1)
+time.sleep(float(sys.argv[1]))  # still running when the main exits: torchrun stops it with SIGTERM
 """
 
 
@@ -295,11 +296,12 @@ def test_exit_1_of_the_main_process_is_its_verdict_not_a_crash(tmp_path, monkeyp
     script = tmp_path / "regressed.py"
     script.write_text(_REGRESSED_ON_MAIN)
     real = jd.torchrun_command
-    monkeypatch.setattr(jd, "torchrun_command", lambda n, args, port=None: [*real(n, [], port)[:-2], str(script)])
     monkeypatch.delenv("WORLD_SIZE", raising=False)
-    assert jd.launch_processes(2, ["compare", "--check"]) == 1
-    captured = capsys.readouterr()
-    assert "error:" not in captured.err and "ChildFailedError" not in captured.err
+    for linger in ("0", "5"):  # the other process gone already, or stopped by torchrun after the main's exit
+        monkeypatch.setattr(jd, "torchrun_command", lambda n, args, port=None: [*real(n, [], port)[:-2], str(script), linger])
+        assert jd.launch_processes(2, ["compare", "--check"]) == 1
+        captured = capsys.readouterr()
+        assert "error:" not in captured.err and "ChildFailedError" not in captured.err, captured.err
 
 
 @pytest.mark.slow  # two recipe runs, once in one process and once in two
@@ -321,3 +323,27 @@ def test_compare_all_processes_2_runs_every_recipe_run_in_one_group(tmp_path):
         assert done.stderr.count("jsbench compare --suite geneval --backbone analytic --steps 5") == 1  # printed once
         pages.append((board / "geneval.csv").read_text())
     assert pages[0] == pages[1] and "analytic,jsbench/analytic-scenes,5,default" in pages[0]
+
+
+_INTERNAL_ERROR = """
+import sys, traceback
+try:
+    raise KeyError("a bug")
+except KeyError:
+    traceback.print_exc()
+print("error: internal error (a bug in jsbench; please report it with the traceback above)", file=sys.stderr)
+sys.exit(3)
+"""
+
+
+def test_an_internal_error_keeps_its_traceback_and_exit_code(tmp_path, monkeypatch, capsys):
+    """`error: internal error` names the traceback above it: the launcher shows it and keeps exit 3."""
+    pytest.importorskip("accelerate", reason="--processes needs accelerate (the `scale` and `test` extras)")
+    script = tmp_path / "bug.py"
+    script.write_text(_INTERNAL_ERROR)
+    real = jd.torchrun_command
+    monkeypatch.setattr(jd, "torchrun_command", lambda n, args, port=None: [*real(n, [], port)[:-2], str(script)])
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert jd.launch_processes(2, ["eval"]) == 3
+    err = capsys.readouterr().err
+    assert "KeyError: 'a bug'" in err and "internal error" in err

@@ -403,5 +403,8 @@ def test_leaderboard_rows_are_keyed_by_provenance_and_say_when_the_detector_is_n
     # ... and so is one written before a later field (guidance): every field it has agrees with the fresh one
     guided = [replace(t, provenance={**t.provenance, "guidance": "3"}) for t in tables]
     assert sorted(t.key for t in merge_tables(tables, guided)) == sorted(t.key for t in guided)
+    # ... but not by a section sampled at another guidance than the pipeline's own (named by --guidance)
+    other = [replace(t, provenance={**t.provenance, "guidance": "1.5"}, command=t.command + " --guidance 1.5") for t in tables]
+    assert len(merge_tables(tables, other)) == 4
     # a section scored otherwise (another detector) is kept beside the fresh one
     assert len(merge_tables(tables, guided[:1])) == 2

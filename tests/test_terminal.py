@@ -149,3 +149,18 @@ def test_figure_labels_are_unique_and_grids_mark_pass_and_fail(tmp_path):
     sources = [resolve_schedule("default", bb, 3), resolve_schedule("ceiling", bb, 3)]
     path = plot_image_grid(bb, sources, prompts, 0, tmp_path / "grid.png", passed)
     assert path.stat().st_size > 1000 and len(seen) == 2 and all(v in (True, False) for row in seen for v in row)
+
+
+def test_policies_table_folds_a_long_path_and_keeps_the_other_columns():
+    from rich.console import Console
+
+    from jsbench.tables import policies_table
+
+    rows = [{"_short": "b/" + "x" * 60 + "/seed0", "backbone": "b", "steps": 3, "kind": "instance", "arch": "xattn",
+             "baseline": "js", "reward": "geneval", "converged": False}]
+    console = Console(width=80, record=True)
+    console.print(policies_table(rows, "root"))
+    text = console.export_text()
+    assert all(len(line) <= 80 for line in text.splitlines())
+    for cell in ("instance", "xattn", "baseline", "geneval", "seed0 †"):
+        assert cell in text, text
