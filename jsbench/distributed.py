@@ -324,10 +324,11 @@ def launch_processes(processes: int, argv: Sequence[str] | None = None) -> int:
         return 0
     children, failures = split_torchrun_report(lines[held_from:])  # the lines before were shown as they came
     errors = list(dict.fromkeys(ln.strip() for ln in children if ln.strip().startswith("error:")))
-    internal = any(e.startswith("error: internal error") for e in errors)  # a bug: its traceback is the news
-    if errors and not internal:  # refusals, one line each as one process prints them; another process's
-        # traceback from a collective that lost its peer is a consequence, not news
-        for ln in errors:
+    refusals = [e for e in errors if not e.startswith("error: internal error")]
+    internal = bool(errors) and not refusals  # a bug with no refusal before it: its traceback is the news
+    if refusals:  # refusals, one line each as one process prints them; another process's traceback (and
+        # its "internal error") from a collective that lost its peer is a consequence, not news
+        for ln in refusals:
             print(ln, file=sys.stderr)
         return 2
     why = dict(failures)

@@ -238,6 +238,14 @@ def _csv_float(v) -> float | None:
     return None if math.isnan(x) else x
 
 
+def reproduces_csv_value(full: float | None, written: float | None) -> bool:
+    """Whether `written`, a CSV value (CSV_DIGITS decimals), is `full` as the CSV writes it. Compared
+    unrounded, within half a last digit and a hair of float error: `full` recomputed from the per-image
+    scores in another order can sit on the other side of a rounding boundary (0.7578125000000016 against a
+    written 0.757812, from 0.75781249999...), which rounding `full` first would call a mismatch."""
+    return _close(full, written, 0.6 * 10**-CSV_DIGITS)
+
+
 def _rounded(v: float | None) -> float | None:
     return None if v is None or _nan(v) else float(f"{v:.{CSV_DIGITS}f}")
 
@@ -383,7 +391,7 @@ def check_against_committed(
             d_metrics, c_metrics, per_image = diffs[key]
             c_m, d_m = c_metrics.get(task), d_metrics.get(task)
             c_full = None if c_m is None or _nan(c_m.value) else c_m.value
-            if not _close(_rounded(c_full), committed_value, 0.6 * 10**-CSV_DIGITS):
+            if not reproduces_csv_value(c_full, committed_value):
                 raise CheckError(
                     f"{scores_file} does not reproduce the committed {key[3]} · {task} at {key[2]} steps "
                     f"({c_full} vs {committed_value} in the CSV): regenerate the leaderboard with `jsbench compare`"

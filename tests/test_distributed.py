@@ -108,6 +108,7 @@ if os.environ["RANK"] == "1":  # a collective that lost its peer: a traceback, p
         raise RuntimeError("Connection closed by peer")
     except RuntimeError:
         traceback.print_exc()
+    print("error: internal error (a bug in jsbench; please report it with the traceback above)", file=sys.stderr)
     sys.stderr.flush()
     open(flag, "w").close()
     time.sleep(60)

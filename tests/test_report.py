@@ -322,3 +322,14 @@ def test_scores_drawn_with_shared_seeds_are_refused():
         del entry["noise"]  # a scores file written before noise per (prompt, image)
     with pytest.raises(CheckError, match="shared by every prompt.*regenerate"):
         check_against_committed(lines, scores, {KEY: _run(BASE)}, TwoTasks(), KEY[0], KEY[1], [3])
+
+
+def test_a_committed_value_on_a_rounding_boundary_is_reproduced():
+    """The check recomputes a committed value from the per-image scores; summed in another order it can land
+    just past a rounding boundary (seen in CI on the OCR rloo row) and is still the CSV's value."""
+    from jsbench.report import reproduces_csv_value
+
+    assert reproduces_csv_value(0.7578125000000016, 0.757812) and reproduces_csv_value(0.7578124999999984, 0.757813)
+    assert reproduces_csv_value(0.5, 0.5) and reproduces_csv_value(None, None) and reproduces_csv_value(float("nan"), None)
+    assert not reproduces_csv_value(0.757814, 0.757812)  # two last digits apart: another value
+    assert not reproduces_csv_value(0.5, None) and not reproduces_csv_value(None, 0.5)
