@@ -57,27 +57,21 @@ def leaderboard_gain_se(csv_path: Path, backbone: str, steps: int, instance: str
                         global_row: str = "global", model_id: str | None = None) -> float | None:
     """The leaderboard's seed-inclusive SE of `instance` − global at (backbone, steps), overall; None when
     the CSV has no such finite number (no file, no row, or a global row other than the learned `global`).
-    Refuses a file that is not a leaderboard CSV."""
-    import csv
+    Refuses a file that is not a leaderboard CSV (read and validated by `leaderboard.read_committed`)."""
     import math
 
-    csv_path = Path(csv_path)
-    if global_row != "global" or not csv_path.is_file():
+    from jsbench.leaderboard import read_committed
+
+    if global_row != "global":
         return None
-    with csv_path.open(newline="") as fh:
-        reader = csv.DictReader(fh)
-        missing = {"backbone", "model_id", "steps", "method", "task", "delta_global_stderr"} - set(reader.fieldnames or [])
-        if missing:
-            raise HeadroomError(f"{csv_path}: not a leaderboard CSV (no {', '.join(sorted(missing))} column)")
-        found = None
-        for row in reader:
-            if ((row["backbone"], row["method"], row["task"]) == (backbone, instance, "overall") and row["steps"] == str(steps)
-                    and model_id in (None, row["model_id"])):
-                found = row["delta_global_stderr"]  # the last, as for the scores file's entries
     try:
-        value = float(found) if found else None
-    except ValueError:
-        raise HeadroomError(f"{csv_path}: delta_global_stderr {found!r} of {backbone} {instance} at {steps} steps is not a number") from None
+        rows = read_committed(csv_path)
+    except JsbenchError as exc:
+        raise HeadroomError(f"not a leaderboard CSV: {exc}") from None
+    found = [r.get("delta_global_stderr") for r in rows
+             if (r["backbone"], r["method"], r["task"]) == (backbone, instance, "overall") and r["steps"] == str(steps)
+             and model_id in (None, r["model_id"])]
+    value = float(found[-1]) if found and found[-1] else None  # the last, as for the scores file's entries
     return value if value is not None and math.isfinite(value) else None
 
 

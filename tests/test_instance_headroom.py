@@ -76,13 +76,13 @@ def test_leaderboard_gain_se_reads_the_overall_row(tmp_path):
     from jsbench.instance_headroom import leaderboard_gain_se
 
     csv = tmp_path / "geneval.csv"
-    csv.write_text("backbone,model_id,steps,method,task,delta_global_stderr\n"
-                   "w,m,3,js,overall,0.056\nw,m,3,js,colors,0.2\nw,m,5,js,overall,\nw,m,3,global,overall,\n")
+    csv.write_text("backbone,model_id,steps,method,task,value,delta_global_stderr\n"
+                   "w,m,3,js,overall,0.5,0.056\nw,m,3,js,colors,0.5,0.2\nw,m,5,js,overall,0.5,\nw,m,3,global,overall,0.5,\n")
     assert leaderboard_gain_se(csv, "w", 3) == pytest.approx(0.056)
     assert leaderboard_gain_se(csv, "w", 5) is None
     assert leaderboard_gain_se(csv, "w", 3, global_row="searched") is None
     assert leaderboard_gain_se(tmp_path / "none.csv", "w", 3) is None
-    csv.write_text("backbone,model_id,steps,method,task,delta_global_stderr\nw,m,3,js,overall,nan\n")
+    csv.write_text("backbone,model_id,steps,method,task,value,delta_global_stderr\nw,m,3,js,overall,0.5,nan\n")
     assert leaderboard_gain_se(csv, "w", 3) is None  # not a finite number: no floor
     scores = tmp_path / "s.jsonl"
     scores.write_text('{"backbone": "w"}\n')
