@@ -462,7 +462,7 @@ def compare(
         items=items, save_images=save_images, ctx=dist if dist.distributed else None,
     )
     if not dist.is_main:
-        _leave_group(dist)
+        dist.close()
         return
     from jsbench import tables
 
@@ -482,21 +482,12 @@ def compare(
         for path in result.written:
             console_.print(f"wrote {path}")
         console_.print(report_.headline, highlight=False, soft_wrap=True)
-        _leave_group(dist)
+        dist.close()
         raise typer.Exit(report_.exit_code)
     else:
         for path in result.written:
             console_.print(f"wrote {path}", highlight=False)
-    _leave_group(dist)
-
-
-_IN_RECIPE = False  # `compare --all` is running its recipe: the processes keep their group between runs
-
-
-def _leave_group(dist) -> None:
-    """The end of one compare: its processes leave their group, unless `--all` runs more in the same group."""
-    if not _IN_RECIPE:
-        dist.close()
+    dist.close()
 
 
 def _command_line() -> str:
@@ -521,11 +512,9 @@ def _compare_all(ctx: typer.Context, command, recipe: Path, **resolved) -> None:
         raise typer.Exit(launch_processes(ctx.params["processes"]))
     from jsbench.distributed import get_context
 
-    global _IN_RECIPE
-    dist = get_context()  # under --processes: one group for every run of the recipe
+    dist = get_context()
     codes = []
-    _IN_RECIPE = True
-    try:
+    with dist.held():  # under --processes: one group for every run of the recipe
         for run in read_recipe(recipe):
             if dist.is_main:
                 err.print(f"[bold]{recipe_run_command(run)}[/]", highlight=False, soft_wrap=True)
@@ -534,9 +523,6 @@ def _compare_all(ctx: typer.Context, command, recipe: Path, **resolved) -> None:
                 codes.append(0)
             except typer.Exit as exc:
                 codes.append(exc.exit_code)
-    finally:
-        _IN_RECIPE = False
-    dist.close()
     if any(codes):
         raise typer.Exit(max(codes))
 

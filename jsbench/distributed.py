@@ -37,6 +37,7 @@ import signal
 import socket
 import subprocess
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -97,6 +98,7 @@ class DistContext:
     local_rank: int = 0
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     backend: str | None = None
+    _held: int = field(default=0, repr=False, compare=False)  # open `held()` blocks: close() waits for them
 
     @property
     def is_main(self) -> bool:
@@ -206,10 +208,21 @@ class DistContext:
         now rather than during interpreter shutdown: a process that exits while another still holds
         its gloo connections can take that one down with it. Not for error paths: a process that
         failed has left already, and the barrier would wait for it."""
-        if not self.distributed:
+        if not self.distributed or self._held:
             return
         self.barrier()
         _destroy()
+
+    @contextmanager
+    def held(self):
+        """Several commands in one group: each one's close() inside the block keeps the group, which is left
+        together when the block ends (`compare --all` runs every recipe run as a compare, in one group)."""
+        self._held += 1
+        try:
+            yield self
+        finally:
+            self._held -= 1
+        self.close()
 
 
 _CONTEXT: DistContext | None = None

@@ -348,3 +348,18 @@ def test_an_internal_error_keeps_its_traceback_and_exit_code(tmp_path, monkeypat
     assert jd.launch_processes(2, ["eval"]) == 3
     err = capsys.readouterr().err
     assert "KeyError: 'a bug'" in err and "internal error" in err
+
+
+def test_a_held_context_leaves_its_group_once_at_the_end(monkeypatch):
+    """`held()`: the close() of each command inside keeps the group; the block's end leaves it, once."""
+    left = []
+    monkeypatch.setattr(jd, "_destroy", lambda: left.append("left"))
+    ctx = jd.DistContext(rank=0, world_size=2)
+    monkeypatch.setattr(ctx, "barrier", lambda: None)
+    with ctx.held():
+        ctx.close()
+        ctx.close()
+        assert left == []
+    assert left == ["left"]
+    ctx.close()  # outside any block: leaves at once
+    assert left == ["left", "left"]
