@@ -80,17 +80,23 @@ time.sleep(60)  # rank 0 is still working when torchrun stops it
 """
 
 
+def _launch_script(tmp_path, monkeypatch, source: str, *script_args: str, argv=("eval",)) -> int:
+    """`launch_processes(2, argv)` with torchrun's two children running the Python `source` (with
+    `script_args`) in place of jsbench: how the launcher reads what children print and how they end."""
+    pytest.importorskip("accelerate", reason="--processes needs accelerate (the `scale` and `test` extras)")
+    script = tmp_path / "child.py"
+    script.write_text(source)
+    real = jd.torchrun_command
+    monkeypatch.setattr(jd, "torchrun_command", lambda n, args, port=None: [*real(n, [], port)[:-2], str(script), *script_args])
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    return jd.launch_processes(2, list(argv))
+
+
 def test_a_crashed_process_is_named_with_its_traceback_not_torchruns_banner(tmp_path, monkeypatch, capsys):
     """torchrun's banner calls the lowest rank the root cause when two failures share a second, which
     can be the process torchrun itself stopped; the launcher names every failed process and keeps the
     crashed one's traceback."""
-    pytest.importorskip("accelerate", reason="--processes needs accelerate (the `scale` and `test` extras)")
-    script = tmp_path / "crash.py"
-    script.write_text(_CRASH)
-    real = jd.torchrun_command
-    monkeypatch.setattr(jd, "torchrun_command", lambda n, args, port=None: [*real(n, [], port)[:-2], str(script)])
-    monkeypatch.delenv("WORLD_SIZE", raising=False)
-    code = jd.launch_processes(2, ["eval"])
+    code = _launch_script(tmp_path, monkeypatch, _CRASH)
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert code == 1
@@ -120,13 +126,7 @@ sys.exit(2)
 
 
 def test_a_refusal_on_one_process_stays_its_one_line(tmp_path, monkeypatch, capsys):
-    pytest.importorskip("accelerate", reason="--processes needs accelerate (the `scale` and `test` extras)")
-    script = tmp_path / "refuse.py"
-    script.write_text(_REFUSE_ON_ONE)
-    real = jd.torchrun_command
-    monkeypatch.setattr(jd, "torchrun_command", lambda n, args, port=None: [*real(n, [], port)[:-2], str(script), str(tmp_path / "flag")])
-    monkeypatch.delenv("WORLD_SIZE", raising=False)
-    assert jd.launch_processes(2, ["eval"]) == 2
+    assert _launch_script(tmp_path, monkeypatch, _REFUSE_ON_ONE, str(tmp_path / "flag")) == 2
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
     assert lines == ["error: rank zero refuses"]
 
@@ -261,12 +261,6 @@ def test_the_childrens_progress_is_shown_as_it_comes(tmp_path, monkeypatch):
     import io
     import time
 
-    pytest.importorskip("accelerate", reason="--processes needs accelerate (the `scale` and `test` extras)")
-    script = tmp_path / "slow.py"
-    script.write_text(_SLOW_PROGRESS)
-    real = jd.torchrun_command
-    monkeypatch.setattr(jd, "torchrun_command", lambda n, args, port=None: [*real(n, [], port)[:-2], str(script)])
-    monkeypatch.delenv("WORLD_SIZE", raising=False)
     seen = []
 
     class Clock(io.StringIO):
@@ -275,7 +269,7 @@ def test_the_childrens_progress_is_shown_as_it_comes(tmp_path, monkeypatch):
             return super().write(text)
 
     monkeypatch.setattr(jd.sys, "stderr", Clock())
-    assert jd.launch_processes(2, ["eval"]) == 0
+    assert _launch_script(tmp_path, monkeypatch, _SLOW_PROGRESS) == 0
     ended = time.monotonic()
     shown = [t for t, text in seen if "progress: 1 of 2 rows" in text]
     assert len(shown) == 1 and ended - shown[0] > 1.0  # shown while the children still ran
@@ -293,14 +287,8 @@ time.sleep(float(sys.argv[1]))  # still running when the main exits: torchrun st
 
 def test_exit_1_of_the_main_process_is_its_verdict_not_a_crash(tmp_path, monkeypatch, capsys):
     """`compare --check --processes N`: a regression exits 1 with the check's own report, not a crash line."""
-    pytest.importorskip("accelerate", reason="--processes needs accelerate (the `scale` and `test` extras)")
-    script = tmp_path / "regressed.py"
-    script.write_text(_REGRESSED_ON_MAIN)
-    real = jd.torchrun_command
-    monkeypatch.delenv("WORLD_SIZE", raising=False)
     for linger in ("0", "5"):  # the other process gone already, or stopped by torchrun after the main's exit
-        monkeypatch.setattr(jd, "torchrun_command", lambda n, args, port=None: [*real(n, [], port)[:-2], str(script), linger])
-        assert jd.launch_processes(2, ["compare", "--check"]) == 1
+        assert _launch_script(tmp_path, monkeypatch, _REGRESSED_ON_MAIN, linger, argv=("compare", "--check")) == 1
         captured = capsys.readouterr()
         assert "error:" not in captured.err and "ChildFailedError" not in captured.err, captured.err
 
@@ -339,13 +327,7 @@ sys.exit(3)
 
 def test_an_internal_error_keeps_its_traceback_and_exit_code(tmp_path, monkeypatch, capsys):
     """`error: internal error` names the traceback above it: the launcher shows it and keeps exit 3."""
-    pytest.importorskip("accelerate", reason="--processes needs accelerate (the `scale` and `test` extras)")
-    script = tmp_path / "bug.py"
-    script.write_text(_INTERNAL_ERROR)
-    real = jd.torchrun_command
-    monkeypatch.setattr(jd, "torchrun_command", lambda n, args, port=None: [*real(n, [], port)[:-2], str(script)])
-    monkeypatch.delenv("WORLD_SIZE", raising=False)
-    assert jd.launch_processes(2, ["eval"]) == 3
+    assert _launch_script(tmp_path, monkeypatch, _INTERNAL_ERROR) == 3
     err = capsys.readouterr().err
     assert "KeyError: 'a bug'" in err and "internal error" in err
 
