@@ -316,14 +316,15 @@ def launch_processes(processes: int, argv: Sequence[str] | None = None) -> int:
     lines: list[str] = []
     held_from = None
     try:
-        for raw in io.TextIOWrapper(proc.stderr, encoding="utf-8", errors="replace", newline=""):
-            ln = raw.rstrip("\r\n")
-            lines.append(ln)
-            if held_from is None and (ln.startswith("Traceback (most recent call last):") or ln.strip().startswith("error:")):
-                held_from = len(lines) - 1
-            if held_from is None and not _torchrun_line(ln):
-                sys.stderr.write(raw)
-                sys.stderr.flush()
+        with io.TextIOWrapper(proc.stderr, encoding="utf-8", errors="replace", newline="") as children:
+            for raw in children:
+                ln = raw.rstrip("\r\n")
+                lines.append(ln)
+                if held_from is None and (ln.startswith("Traceback (most recent call last):") or ln.strip().startswith("error:")):
+                    held_from = len(lines) - 1
+                if held_from is None and not _torchrun_line(ln):
+                    sys.stderr.write(raw)
+                    sys.stderr.flush()
         returncode = proc.wait()
     finally:  # interrupted (Ctrl-C, a closed stderr): torchrun and its children go too
         if proc.poll() is None:

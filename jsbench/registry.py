@@ -70,9 +70,10 @@ def declared_names(package: str, table: str = "_MODULES") -> tuple[str, ...]:
     without importing it (the backbones' package imports torch; `jsbench --help` lists their names fast)."""
     import ast
     import importlib.util
+    from pathlib import Path
 
     spec = importlib.util.find_spec(package)
-    tree = ast.parse(open(spec.origin, encoding="utf-8").read())
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
     for node in tree.body:
         if not isinstance(node, (ast.Assign, ast.AnnAssign)):
             continue

@@ -14,7 +14,7 @@ import pytest
 
 from tiny_pipelines import one_thread, tiny_dir
 
-pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.mark.slow

@@ -18,7 +18,7 @@ from jsbench.backbones._diffusers import BackboneLoadError, BackboneWeightsMissi
 
 from tiny_pipelines import TINY_KINDS, one_thread, tiny_backbone, tiny_dir
 
-pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 #: the real backbones and their default hub ids, as their classes declare them (pinned once, in
 #: test_default_model_ids_and_step_defaults)

@@ -37,7 +37,7 @@ from tiny_pipelines import (
     tolerance,
 )
 
-pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 STEPS = 4
 SEEDS = [11, 12, 13]

@@ -17,8 +17,6 @@ from jsbench.backbones.sdxl_clock import (
 )
 from jsbench.schedule import ScheduleError
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
-
 
 @pytest.fixture(scope="module")
 def scheduler():

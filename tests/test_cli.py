@@ -50,7 +50,7 @@ def test_policy_for_another_budget_or_corrupted_is_refused(cli, tmp_path):
     weights.write_bytes(b"garbage" + weights.read_bytes()[7:])
     assert_one_line_error(cli("eval", "--steps", "3", "--schedule", f"policy:{tmp_path / 'pol'}"), "corrupt")
     (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "checkpoint.pt").write_bytes(b"\x80\x04 truncated")
+    (tmp_path / "run" / "checkpoint.pt").write_bytes(b"\x80\x02 truncated")  # protocol 2, torch.load's own
     assert_one_line_error(cli("train", "--out", tmp_path / "run", "--steps", "3", "--resume"), "corrupt")
 
 

@@ -32,7 +32,7 @@ from jsbench.schedule import check_sigmas
 
 from tiny_pipelines import IMAGE_TOLERANCE_BF16, MU_TOKENS, PROMPTS, one_thread, pipeline_kwargs, tiny_dir, tiny_mu_dir
 
-pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 ROOT = Path(__file__).resolve().parents[1]
 N = 28

@@ -19,7 +19,7 @@ from jsbench.policy import (
 
 from tiny_pipelines import PROMPTS, one_thread, tiny_backbone, tiny_dir  # noqa: F401 (one_thread: a fixture)
 
-pytestmark = [pytest.mark.usefixtures("one_thread"), pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 REAL = ["flux-dev", "sd35", "sdxl"]
 
