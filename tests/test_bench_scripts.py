@@ -100,3 +100,40 @@ def test_bench_cost(tmp_path):
     data = json.loads(out.read_text())
     assert data["machine"]["logical_cpus"] and data["analytic"][0]["per_row_over_shared_median"] > 0
     assert {s["suite"] for s in data["suites"]} >= {"geneval"}
+
+
+@pytest.mark.slow  # jsbench subprocesses, from this checkout and from a snapshot of HEAD
+def test_bench_throughput_times_this_checkout_against_a_snapshot(tmp_path, monkeypatch, capsys):
+    import dataclasses
+
+    from jsbench import throughput
+
+    tiny = dataclasses.replace(throughput.WORLDS["analytic"], iters=2)
+    monkeypatch.setitem(throughput.WORLDS, "analytic", tiny)
+    out = tmp_path / "throughput.json"
+    assert _script("throughput").main(["--base", "HEAD", "--worlds", "analytic", "--repeats", "2", "--no-eval",
+                                       "--out", str(out)]) == 0
+    data = json.loads(out.read_text())
+    train = data["worlds"]["analytic"]["train"]
+    assert data["base"] == "HEAD" and set(train) == {data["new"], "HEAD", "settings", "speedup"}
+    assert train["HEAD"]["seconds_per_update"]["n"] == train[data["new"]]["seconds_per_update"]["n"] == 2
+    assert train["speedup"]["n"] == 2 and train["speedup"]["min"] <= train["speedup"]["median"] <= train["speedup"]["max"]
+    assert "--iters 2" in train["settings"] and "eval" not in data["worlds"]["analytic"]
+    # the sides alternate: the second repeat runs the snapshot first
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if " train " in ln and "repeat" in ln]
+    assert [("HEAD " in ln.split("train", 1)[1]) for ln in lines] == [False, True, True, False]
+
+
+@pytest.mark.slow  # a jsbench eval subprocess
+def test_bench_throughput_counts_each_image_once(tmp_path):
+    from jsbench import throughput
+
+    side = throughput.Side("here", Path(__file__).resolve().parents[1])
+    world = throughput.World("analytic", (), ("--suite", "geneval", "--backbone", "analytic"), iters=1, limits=(1, 1), seeds=2)
+    images, seconds = throughput.time_eval(side, world, 1, tmp_path)
+    assert images == 6 * 2 and seconds > 0  # GenEval's six tasks, one prompt each, two images: not once per record
+
+
+def test_bench_throughput_refuses_an_unknown_base(capsys):
+    assert _script("throughput").main(["--base", "no-such-commit", "--worlds", "analytic"]) == 2
+    assert "no commit 'no-such-commit'" in capsys.readouterr().err

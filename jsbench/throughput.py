@@ -1,0 +1,191 @@
+"""Training and evaluation throughput of the embedded worlds, as ratios against an older commit.
+
+Each workload runs as a `python -m jsbench` subprocess at the shipped settings with one thread
+(`--threads 1`, OMP_NUM_THREADS=1), once from this checkout and once from a snapshot of the older commit
+(`git archive`), alternately, `repeats` times: whatever else the machine is doing lands on both sides alike.
+
+- Training: the median seconds of one update, read from the run's own train_log.jsonl (its `seconds`
+  field times rollout + reward + update, not start-up or checkpoints), over every update of every repeat.
+- Evaluation: images/s at the margin. `jsbench eval` runs at two sizes (`--limit` small and large, same
+  seeds); images/s = (images_large - images_small) / (seconds_large - seconds_small), so start-up (imports,
+  building the world) cancels. Start-up is reported beside it: the small run's seconds less its images at
+  that rate.
+
+The ratio is old seconds over new seconds (> 1: this checkout is faster), per repeat, then its median and
+range across repeats.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from dataclasses import dataclass, field
+from io import BytesIO
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class World:
+    """One embedded world as `train` and `eval` run it."""
+
+    name: str
+    train_args: tuple[str, ...]  # backbone, reward and suite
+    eval_args: tuple[str, ...]  # suite and backbone
+    iters: int  # updates per timed training run
+    limits: tuple[int, int]  # --limit of the small and the large eval run
+    seeds: int = 16  # images per prompt in eval (the embedded worlds' default)
+
+
+# the shipped training settings (scripts/train_policies.sh): 3 steps, B = 16 contexts, K = 4 samples, js instance
+SHIPPED_TRAIN = ("--steps", "3", "--baseline", "js", "--policy", "instance", "--contexts", "16", "--samples", "4",
+                 "--seed", "0", "--threads", "1", "--no-progress")
+
+WORLDS: dict[str, World] = {w.name: w for w in (
+    World("analytic", ("--backbone", "analytic", "--reward", "geneval", "--suite", "geneval"),
+          ("--suite", "geneval", "--backbone", "analytic"), iters=40, limits=(1, 12), seeds=256),
+    World("detail", ("--backbone", "detail", "--reward", "geneval", "--suite", "geneval"),
+          ("--suite", "geneval", "--backbone", "detail"), iters=40, limits=(1, 12), seeds=64),
+    World("scenes-dit", ("--backbone", "scenes-dit", "--reward", "geneval", "--suite", "geneval"),
+          ("--suite", "geneval", "--backbone", "scenes-dit"), iters=10, limits=(1, 4)),
+    World("ocr", ("--backbone", "analytic", "--reward", "ocr", "--suite", "ocr"),
+          ("--suite", "ocr", "--backbone", "analytic"), iters=8, limits=(1, 4)),
+)}
+
+
+@dataclass
+class Side:
+    """One tree being timed: this checkout or the older commit's snapshot."""
+
+    label: str
+    root: Path
+    train_seconds: list[float] = field(default_factory=list)  # per update, every repeat
+    eval_points: list[tuple[int, float, int, float]] = field(default_factory=list)  # per repeat: small, large
+
+    def env(self) -> dict:
+        env = dict(os.environ, PYTHONPATH=str(self.root), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+        env.pop("JSBENCH_PROCESSES", None)
+        return env
+
+
+def snapshot(commit: str, repo: Path, into: Path) -> Path:
+    """The files of `commit` (git archive) in `into`/<commit>: an older jsbench to import from."""
+    sha = subprocess.run(["git", "rev-parse", "--verify", f"{commit}^{{commit}}"], cwd=repo, capture_output=True,
+                         text=True)
+    if sha.returncode != 0:
+        raise ValueError(f"no commit {commit!r} in {repo}")
+    tree = into / sha.stdout.strip()[:12]
+    data = subprocess.run(["git", "archive", "--format=tar", sha.stdout.strip()], cwd=repo, capture_output=True,
+                          check=True).stdout
+    with tarfile.open(fileobj=BytesIO(data)) as tar:
+        tar.extractall(tree, filter="data")
+    return tree
+
+
+def _run(side: Side, args: list[str], what: str) -> tuple[float, str]:
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "jsbench", *args], cwd=side.root, env=side.env(),
+                          capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise RuntimeError(f"{what} failed in {side.label} ({side.root}), exit {proc.returncode}: {tail[0]}")
+    return seconds, proc.stdout
+
+
+def time_training(side: Side, world: World, scratch: Path) -> list[float]:
+    """Seconds of each update of one training run (its own log), in order."""
+    out = scratch / f"train-{side.label}-{world.name}"
+    shutil.rmtree(out, ignore_errors=True)
+    args = ["train", *world.train_args, *SHIPPED_TRAIN, "--iters", str(world.iters), "--out", str(out)]
+    _run(side, args, f"train on {world.name}")
+    rows = [json.loads(line) for line in (out / "train_log.jsonl").read_text().splitlines() if line.strip()]
+    shutil.rmtree(out, ignore_errors=True)
+    return [float(r["seconds"]) for r in rows]
+
+
+def time_eval(side: Side, world: World, limit: int, scratch: Path) -> tuple[int, float]:
+    """(images, wall seconds) of one `jsbench eval` of the default schedule, start-up included."""
+    out = scratch / f"eval-{side.label}-{world.name}-{limit}.jsonl"
+    out.unlink(missing_ok=True)
+    args = ["eval", *world.eval_args, "--steps", "3", "--schedule", "default", "--seeds", str(world.seeds),
+            "--limit", str(limit), "--no-progress", "--format", "json", "--out", str(out)]
+    seconds, stdout = _run(side, args, f"eval on {world.name}")
+    out.unlink(missing_ok=True)
+    images = {r["task"]: r["n_images"] for r in json.loads(stdout)}  # one record per task and metric
+    return images.pop("overall", None) or sum(images.values()), seconds  # "overall" counts every task's images
+
+
+def _spread(values: list[float]) -> dict:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def measure(worlds: list[World], sides: list[Side], repeats: int, *, train: bool = True, evaluate: bool = True,
+            log=print) -> dict:
+    """Time every world's training and evaluation on every side, alternating sides within each repeat
+    (the order flips from one repeat to the next), and return the figures and their ratios."""
+    result: dict = {}
+    with tempfile.TemporaryDirectory(prefix="jsbench-throughput-") as tmp:
+        scratch = Path(tmp)
+        for world in worlds:
+            per_side_train = {s.label: [] for s in sides}  # per repeat: median s/update
+            per_side_eval = {s.label: [] for s in sides}  # per repeat: (images/s, start-up s)
+            for r in range(repeats):
+                for side in (sides if r % 2 == 0 else sides[::-1]):
+                    if train:
+                        seconds = time_training(side, world, scratch)
+                        per_side_train[side.label].append(statistics.median(seconds))
+                        log(f"  {world.name:10s} train  {side.label:8s} repeat {r + 1}: "
+                            f"{statistics.median(seconds):.4f} s/update (median of {len(seconds)})")
+                    if evaluate:
+                        (n0, t0), (n1, t1) = (time_eval(side, world, lim, scratch) for lim in world.limits)
+                        if t1 <= t0:
+                            raise RuntimeError(f"eval on {world.name} in {side.label}: the larger run was not slower "
+                                               f"({t0:.1f} s vs {t1:.1f} s), its margin is lost in start-up noise")
+                        rate = (n1 - n0) / (t1 - t0)
+                        per_side_eval[side.label].append((rate, t0 - n0 / rate))
+                        log(f"  {world.name:10s} eval   {side.label:8s} repeat {r + 1}: {rate:.1f} images/s "
+                            f"({n1 - n0} images at the margin), start-up {t0 - n0 / rate:.1f} s")
+            entry: dict = {}
+            new, old = sides[0].label, sides[1].label
+            if train:
+                entry["train"] = {
+                    "settings": " ".join([*world.train_args, *SHIPPED_TRAIN, "--iters", str(world.iters)]),
+                    **{label: {"seconds_per_update": _spread(v), "updates_per_second": 1 / statistics.median(v)}
+                       for label, v in per_side_train.items()},
+                    "speedup": _spread([o / n for o, n in zip(per_side_train[old], per_side_train[new])]),
+                }
+            if evaluate:
+                entry["eval"] = {
+                    "settings": " ".join([*world.eval_args, "--steps", "3", "--schedule", "default", "--seeds",
+                                          str(world.seeds), "--limit", f"{world.limits[0]} vs {world.limits[1]}"]),
+                    **{label: {"images_per_second": _spread([a for a, _ in v]),
+                               "startup_seconds": _spread([b for _, b in v])}
+                       for label, v in per_side_eval.items()},
+                    "speedup": _spread([n[0] / o[0] for o, n in zip(per_side_eval[old], per_side_eval[new])]),
+                }
+            result[world.name] = entry
+    return result
+
+
+def table(result: dict, new: str, old: str) -> list[str]:
+    """The figures, one line per world and kind, for the terminal and the README."""
+    lines = [f"{'world':11s} {'kind':6s} {old:>14s} {new:>14s}  speed-up (median, range)"]
+    for name, entry in result.items():
+        if "train" in entry:
+            t = entry["train"]
+            lines.append(f"{name:11s} train  {t[old]['seconds_per_update']['median']:11.3f} s/u "
+                         f"{t[new]['seconds_per_update']['median']:10.3f} s/u  "
+                         f"{t['speedup']['median']:.2f}x ({t['speedup']['min']:.2f}-{t['speedup']['max']:.2f})")
+        if "eval" in entry:
+            e = entry["eval"]
+            lines.append(f"{name:11s} eval   {e[old]['images_per_second']['median']:11.1f} im/s"
+                         f"{e[new]['images_per_second']['median']:10.1f} im/s  "
+                         f"{e['speedup']['median']:.2f}x ({e['speedup']['min']:.2f}-{e['speedup']['max']:.2f})")
+    return lines
