@@ -22,6 +22,7 @@ from jsbench.rewards.ocr import (
     TesseractEngine,
     available_engines,
     load_engine,
+    read_distinct,
 )
 
 WORDS = ["river", "OPEN", "Coffee", "jazz night", "Route 66"]
@@ -97,6 +98,47 @@ def test_rapidocr_on_a_large_image_finds_small_text(rapid):
     assert _norm(rapid.read(big)[0]) == ["garden"]
 
 
+def test_read_distinct_reads_each_distinct_image_once_in_first_seen_order():
+    blank = np.full((4, 6, 3), 200, dtype=np.uint8)
+    dot = blank.copy()
+    dot[1, 2] = 0
+    pixels = np.stack([dot, blank, dot, blank, dot])
+    calls: list[list[np.ndarray]] = []
+
+    def read_each(distinct):
+        calls.append(distinct)
+        return [f"distinct {k}" for k in range(len(distinct))]
+
+    assert read_distinct(pixels, read_each) == ["distinct 0", "distinct 1", "distinct 0", "distinct 1", "distinct 0"]
+    (distinct,) = calls
+    assert len(distinct) == 2 and np.array_equal(distinct[0], dot) and np.array_equal(distinct[1], blank)
+
+
+def test_read_distinct_tells_images_apart_when_their_digests_collide(monkeypatch):
+    import jsbench.rewards.ocr as ocr
+
+    class OneDigest:  # every image hashes alike: the full comparison alone must keep them apart
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def digest(self):
+            return b"same"
+
+    monkeypatch.setattr(ocr.hashlib, "blake2b", OneDigest)
+    pixels = np.stack([np.full((2, 2, 3), v, dtype=np.uint8) for v in (1, 2, 1, 3)])
+    assert read_distinct(pixels, lambda distinct: [str(int(d[0, 0, 0])) for d in distinct]) == ["1", "2", "1", "3"]
+
+
+def test_rapidocr_reads_a_repeated_image_once_and_as_each_copy_alone(rapid, monkeypatch):
+    images = render_words(["river", "OPEN", "river", "river", "OPEN"])
+    alone = [rapid.read(img[None])[0] for img in images]
+    calls = []
+    read_one = rapid.read_one
+    monkeypatch.setattr(rapid, "read_one", lambda image: calls.append(1) or read_one(image))
+    assert rapid.read(images) == alone
+    assert len(calls) == 2
+
+
 needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None, reason="tesseract binary not installed (apt-get install -y tesseract-ocr)")
 
 
@@ -106,6 +148,17 @@ def test_tesseract_reads_words_in_real_fonts(which):
     engine = load_engine("tesseract")
     texts = engine.read(render_words(WORDS, which))
     assert [_norm(t) for t in texts] == [_norm(w) for w in WORDS]
+
+
+@needs_tesseract
+def test_tesseract_reads_a_repeated_image_once(monkeypatch):
+    engine = load_engine("tesseract")
+    calls = []
+    read_one = engine.read_one
+    monkeypatch.setattr(engine, "read_one", lambda image: calls.append(1) or read_one(image))
+    texts = engine.read(render_words(["OPEN", "river", "OPEN"]))
+    assert [_norm(t) for t in texts] == [["open"], ["river"], ["open"]]
+    assert len(calls) == 2
 
 
 @needs_tesseract

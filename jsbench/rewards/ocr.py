@@ -17,6 +17,7 @@ Reward and suite refuse a backbone that cannot draw text (`require_text_backbone
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +41,7 @@ __all__ = [
     "available_engines",
     "DEFAULT_ENGINE",
     "default_engine",
+    "read_distinct",
     "OcrReward",
     "require_text_backbone",
 ]
@@ -90,6 +92,31 @@ def _to_uint8(images: torch.Tensor) -> np.ndarray:
     return to_uint8(images).permute(0, 2, 3, 1).cpu().numpy()  # the detectors' 8-bit rounding, channels last
 
 
+def read_distinct(pixels: np.ndarray, read_each: Callable[[list[np.ndarray]], list[str]]) -> list[str]:
+    """Per image of `pixels` [B, H, W, 3] its reading, with `read_each` given each distinct image once.
+
+    For an engine whose reading of an image depends on that image alone and is the same every time
+    (rapidocr on the CPU, tesseract), a repeated image gets exactly its first copy's text, read or not.
+    Repeats are common in training: a prompt's K samples that land on the same clean mode of the text
+    world draw the same pixels. Images are matched by a digest of their bytes and then compared in full,
+    so a match is always exact.
+    """
+    firsts: dict[bytes, list[int]] = {}  # digest -> positions (among the distinct images) with that digest
+    slot_of: list[int] = []  # per image, its position among the distinct images
+    distinct: list[np.ndarray] = []
+    for image in pixels:
+        digest = hashlib.blake2b(image.tobytes(), digest_size=16).digest()
+        candidates = firsts.setdefault(digest, [])
+        slot = next((k for k in candidates if np.array_equal(distinct[k], image)), None)
+        if slot is None:
+            slot = len(distinct)
+            distinct.append(image)
+            candidates.append(slot)
+        slot_of.append(slot)
+    texts = read_each(distinct)
+    return [texts[k] for k in slot_of]
+
+
 def _one_line(texts: Sequence[str]) -> str:
     return " ".join(" ".join(t.split()) for t in texts if t and t.strip())
 
@@ -134,7 +161,7 @@ class RapidOcrEngine:
         return _one_line(r[1] for r in (result or []))
 
     def read(self, images: torch.Tensor) -> list[str]:
-        return [self.read_one(img) for img in _to_uint8(images)]
+        return read_distinct(_to_uint8(images), lambda distinct: [self.read_one(img) for img in distinct])
 
 
 @register_engine("tesseract")
@@ -179,7 +206,9 @@ class TesseractEngine:
         return _one_line(self._tess.image_to_string(img, lang=self.lang, config=self.config).splitlines())
 
     def read(self, images: torch.Tensor) -> list[str]:
-        pix = list(_to_uint8(images))
+        return read_distinct(_to_uint8(images), self._read_in_parallel)
+
+    def _read_in_parallel(self, pix: list[np.ndarray]) -> list[str]:
         if len(pix) <= 1 or self.workers == 1:
             return [self.read_one(p) for p in pix]
         with ThreadPoolExecutor(self.workers) as pool:
