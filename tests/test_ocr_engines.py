@@ -151,6 +151,8 @@ def test_reading_memo_answers_later_calls_and_keeps_only_the_newest():
     assert len(memo) == 2
     assert read_distinct(pixels[[0, 1]], read_each, memo) == ["text 1", "text 2"]
     assert read == [1, 2, 3, 2]
+    memo.clear()
+    assert len(memo) == 0 and read_distinct(pixels[[2]], read_each, memo) == ["text 3"] and read[-1] == 3
 
 
 def test_rapidocr_reads_a_repeated_image_once_and_as_each_copy_alone(rapid, monkeypatch):
@@ -323,9 +325,13 @@ def test_ocr_reward_is_registered_and_scores_reads(rapid):
         reward(images[:1], ["a photo of a red circle"])
 
 
-def test_bench_ocr_engines_script(tmp_path, capsys, rapid):
+def test_bench_ocr_engines_script(tmp_path, capsys, rapid, monkeypatch):
     import importlib.util
     import json
+
+    reads = []
+    read_one = rapid.read_one
+    monkeypatch.setattr(rapid, "read_one", lambda image: reads.append(1) or read_one(image))
 
     path = Path(__file__).resolve().parents[1] / "scripts" / "bench_ocr_engines.py"
     spec = importlib.util.spec_from_file_location("bench_ocr_engines", path)
@@ -335,4 +341,5 @@ def test_bench_ocr_engines_script(tmp_path, capsys, rapid):
     result = module.main(["--engines", "rapidocr", "nope", "--images", "2", "--size", "256", "--out", str(out)])
     assert result["engines"]["rapidocr"]["exact"] == 2 and result["engines"]["rapidocr"]["s_per_image"] > 0
     assert "unknown OCR engine 'nope'" in result["engines"]["nope"]["unavailable"]
+    assert len(reads) == 1 + 2  # the warm-up, then every image timed, the warm-up's image read again
     assert json.loads(out.read_text()) == result == json.loads(capsys.readouterr().out)

@@ -116,6 +116,9 @@ class ReadingMemo:
     def __len__(self) -> int:
         return len(self._texts)
 
+    def clear(self) -> None:
+        self._texts.clear()
+
     def get(self, digest: bytes) -> str | None:
         text = self._texts.get(digest)
         if text is not None:
