@@ -21,7 +21,10 @@ from jsbench.rewards.ocr import (
     RapidOcrEngine,
     TesseractEngine,
     available_engines,
+    ReadingMemo,
+    image_digest,
     load_engine,
+    read_distinct,
 )
 
 WORDS = ["river", "OPEN", "Coffee", "jazz night", "Route 66"]
@@ -97,6 +100,81 @@ def test_rapidocr_on_a_large_image_finds_small_text(rapid):
     assert _norm(rapid.read(big)[0]) == ["garden"]
 
 
+def test_read_distinct_reads_each_distinct_image_once_in_first_seen_order():
+    blank = np.full((4, 6, 3), 200, dtype=np.uint8)
+    dot = blank.copy()
+    dot[1, 2] = 0
+    pixels = np.stack([dot, blank, dot, blank, dot])
+    calls: list[list[np.ndarray]] = []
+
+    def read_each(distinct):
+        calls.append(distinct)
+        return [f"distinct {k}" for k in range(len(distinct))]
+
+    assert read_distinct(pixels, read_each) == ["distinct 0", "distinct 1", "distinct 0", "distinct 1", "distinct 0"]
+    (distinct,) = calls
+    assert len(distinct) == 2 and np.array_equal(distinct[0], dot) and np.array_equal(distinct[1], blank)
+
+
+def test_read_distinct_tells_images_apart_when_their_digests_collide(monkeypatch):
+    import jsbench.rewards.ocr as ocr
+
+    # every image gets one digest: within a call the full comparison alone must keep them apart
+    monkeypatch.setattr(ocr, "image_digest", lambda image: b"same")
+    pixels = np.stack([np.full((2, 2, 3), v, dtype=np.uint8) for v in (1, 2, 1, 3)])
+    assert read_distinct(pixels, lambda distinct: [str(int(d[0, 0, 0])) for d in distinct]) == ["1", "2", "1", "3"]
+
+
+def test_image_digest_tells_shape_and_pixels_apart():
+    image = np.zeros((4, 6, 3), dtype=np.uint8)
+    assert image_digest(image) == image_digest(image.copy())
+    assert image_digest(image) != image_digest(image.reshape(6, 4, 3))
+    changed = image.copy()
+    changed[3, 5, 2] = 1
+    assert image_digest(image) != image_digest(changed)
+    assert image_digest(image[:, ::-1]) == image_digest(np.ascontiguousarray(image[:, ::-1]))  # views read as copies
+
+
+def test_reading_memo_answers_later_calls_and_keeps_only_the_newest():
+    memo = ReadingMemo(size=2)
+    pixels = np.stack([np.full((2, 2, 3), v, dtype=np.uint8) for v in (1, 2, 3)])
+    read: list[int] = []
+
+    def read_each(distinct):
+        read.extend(int(d[0, 0, 0]) for d in distinct)
+        return [f"text {int(d[0, 0, 0])}" for d in distinct]
+
+    assert read_distinct(pixels[:2], read_each, memo) == ["text 1", "text 2"]
+    assert read_distinct(pixels[[1, 0, 1]], read_each, memo) == ["text 2", "text 1", "text 2"]
+    assert read == [1, 2]  # the second call read nothing
+    assert read_distinct(pixels[[2]], read_each, memo) == ["text 3"]  # 3 pushes out 2, the least recently used
+    assert len(memo) == 2
+    assert read_distinct(pixels[[0, 1]], read_each, memo) == ["text 1", "text 2"]
+    assert read == [1, 2, 3, 2]
+    memo.clear()
+    assert len(memo) == 0 and read_distinct(pixels[[2]], read_each, memo) == ["text 3"] and read[-1] == 3
+
+
+def test_rapidocr_reads_a_repeated_image_once_and_as_each_copy_alone(rapid, monkeypatch):
+    images = render_words(["river", "OPEN", "river", "river", "OPEN"])
+    alone = [RapidOcrEngine.read_one(rapid, img) for img in rapid_pixels(images)]
+    calls = []
+    read_one = rapid.read_one
+    monkeypatch.setattr(rapid, "read_one", lambda image: calls.append(1) or read_one(image))
+    monkeypatch.setattr(rapid, "memo", ReadingMemo())
+    assert rapid.read(images) == alone
+    assert len(calls) == 2
+    assert rapid.read(images[[1, 0]]) == [alone[1], alone[0]]  # remembered from the call before
+    assert len(calls) == 2
+
+
+def rapid_pixels(images: torch.Tensor) -> np.ndarray:
+    """What an engine reads: the images as [B, H, W, 3] uint8."""
+    from jsbench.rewards.ocr import _to_uint8
+
+    return _to_uint8(images)
+
+
 needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None, reason="tesseract binary not installed (apt-get install -y tesseract-ocr)")
 
 
@@ -106,6 +184,18 @@ def test_tesseract_reads_words_in_real_fonts(which):
     engine = load_engine("tesseract")
     texts = engine.read(render_words(WORDS, which))
     assert [_norm(t) for t in texts] == [_norm(w) for w in WORDS]
+
+
+@needs_tesseract
+def test_tesseract_reads_a_repeated_image_once(monkeypatch):
+    engine = load_engine("tesseract")
+    calls = []
+    read_one = engine.read_one
+    monkeypatch.setattr(engine, "read_one", lambda image: calls.append(1) or read_one(image))
+    monkeypatch.setattr(engine, "memo", ReadingMemo())
+    texts = engine.read(render_words(["OPEN", "river", "OPEN"]))
+    assert [_norm(t) for t in texts] == [["open"], ["river"], ["open"]]
+    assert len(calls) == 2
 
 
 @needs_tesseract
@@ -235,9 +325,13 @@ def test_ocr_reward_is_registered_and_scores_reads(rapid):
         reward(images[:1], ["a photo of a red circle"])
 
 
-def test_bench_ocr_engines_script(tmp_path, capsys, rapid):
+def test_bench_ocr_engines_script(tmp_path, capsys, rapid, monkeypatch):
     import importlib.util
     import json
+
+    reads = []
+    read_one = rapid.read_one
+    monkeypatch.setattr(rapid, "read_one", lambda image: reads.append(1) or read_one(image))
 
     path = Path(__file__).resolve().parents[1] / "scripts" / "bench_ocr_engines.py"
     spec = importlib.util.spec_from_file_location("bench_ocr_engines", path)
@@ -247,4 +341,5 @@ def test_bench_ocr_engines_script(tmp_path, capsys, rapid):
     result = module.main(["--engines", "rapidocr", "nope", "--images", "2", "--size", "256", "--out", str(out)])
     assert result["engines"]["rapidocr"]["exact"] == 2 and result["engines"]["rapidocr"]["s_per_image"] > 0
     assert "unknown OCR engine 'nope'" in result["engines"]["nope"]["unavailable"]
+    assert len(reads) == 1 + 2  # the warm-up, then every image timed, the warm-up's image read again
     assert json.loads(out.read_text()) == result == json.loads(capsys.readouterr().out)
