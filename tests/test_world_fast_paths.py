@@ -288,6 +288,17 @@ def test_encoding_caches_are_per_world():
         analytic.encode([detail_prompt])  # not a prompt of the scene world: refused, not served from another cache
 
 
+def test_encoding_cache_stays_bounded(monkeypatch):
+    from jsbench.backbones import analytic, load_backbone
+
+    monkeypatch.setattr(analytic, "ENCODING_CACHE_SIZE", 2)
+    backbone = load_backbone("analytic")
+    prompts = ["a photo of a circle", "a photo of a square", "a photo of a ring"]
+    cond = backbone.encode(prompts)
+    assert len(backbone._encodings) <= 2
+    assert torch.equal(cond.pooled, torch.stack([backbone.world.embed(p) for p in prompts]))
+
+
 # ---------------------------------------------------------------------------------------------- no progress
 
 

@@ -25,6 +25,9 @@ from jsbench.world import EmbeddedWorld, token_features
 from jsbench.world.mixture import euler_flow
 
 
+ENCODING_CACHE_SIZE = 4096  # prompts whose encodings a backbone keeps (the worlds' own suites have a few hundred)
+
+
 class AnalyticBackbone:
     name = "analytic"
     model_id = "jsbench/analytic-scenes"
@@ -75,6 +78,8 @@ class AnalyticBackbone:
         cached = self._encodings.get(prompt)
         if cached is None:
             self.world.validate(prompt)  # fail early, with the prompt named, before any sampling
+            if len(self._encodings) >= ENCODING_CACHE_SIZE:  # the text world takes any quoted words: stay bounded
+                self._encodings.clear()
             tokens, mask = token_features(prompt, self.world.embed)
             cached = self._encodings[prompt] = (self.world.embed(prompt), tokens, mask)
         return cached
