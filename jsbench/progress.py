@@ -137,7 +137,10 @@ class _DropTorchvisionFallback:
 
 def quiet_model_loading(show_bars: bool = True) -> None:
     """Drop transformers' torchvision-fallback warnings; with show_bars False (--no-progress) also hide
-    diffusers' and transformers' 'Loading pipeline components' / 'Loading weights' bars."""
+    diffusers' and transformers' 'Loading pipeline components' / 'Loading weights' bars.
+
+    A library not imported yet is not imported for this (diffusers alone takes ~2 s, which a run on an
+    embedded world never needs): its bars are switched off the moment something imports it."""
     import logging
 
     logger = logging.getLogger("transformers.utils.import_utils")
@@ -145,13 +148,56 @@ def quiet_model_loading(show_bars: bool = True) -> None:
         logger.addFilter(_DropTorchvisionFallback())
     if show_bars:
         return
-    import importlib.util
+    for module in ("diffusers.utils.logging", "transformers.utils.logging"):
+        _when_imported(module, lambda logging_module: logging_module.disable_progress_bar())
 
-    if importlib.util.find_spec("diffusers") is not None:
-        from diffusers.utils import logging as diffusers_logging
 
-        diffusers_logging.disable_progress_bar()
-    if importlib.util.find_spec("transformers") is not None:
-        from transformers.utils import logging as transformers_logging
+def _when_imported(name: str, action) -> None:
+    """Run `action(module)` on module `name` now if it is imported, else right after its first import."""
+    import sys
 
-        transformers_logging.disable_progress_bar()
+    if name in sys.modules:
+        action(sys.modules[name])
+    elif not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport(name, action))
+
+
+class _AfterImport:
+    """A one-shot import hook (`sys.meta_path` finder) that runs an action on one module once it has executed.
+
+    It finds the module as the path finder would, and wraps only that module's loader; every other import
+    passes through untouched (find_spec returns None), and the hook removes itself at the first match."""
+
+    def __init__(self, name: str, action):
+        self.name, self.action = name, action
+
+    def find_spec(self, fullname, path, target=None):
+        import importlib.machinery
+        import sys
+
+        if fullname != self.name:
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path, target)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return None  # not a plain module on the path: let the other finders import it, untouched
+        spec.loader = _ActingLoader(spec.loader, self.action)
+        return spec
+
+
+class _ActingLoader:
+    """A loader that executes the module with the real loader, then runs the action on it."""
+
+    def __init__(self, loader, action):
+        self._loader, self._action = loader, action
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module) -> None:
+        self._loader.exec_module(module)
+        self._action(module)
+
+    def __getattr__(self, name):  # get_source, get_filename, is_package, ...: the real loader's
+        return getattr(self._loader, name)

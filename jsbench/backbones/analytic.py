@@ -25,6 +25,9 @@ from jsbench.world import EmbeddedWorld, token_features
 from jsbench.world.mixture import euler_flow
 
 
+ENCODING_CACHE_SIZE = 4096  # prompts whose encodings a backbone keeps (the worlds' own suites have a few hundred)
+
+
 class AnalyticBackbone:
     name = "analytic"
     model_id = "jsbench/analytic-scenes"
@@ -46,6 +49,7 @@ class AnalyticBackbone:
         self.dtype = torch.float32
         self.world = EmbeddedWorld()
         self._velocity_table = None  # `velocity`'s mixture table for the last prompt set it was called on
+        self._encodings: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}  # `_encoded`'s cache
 
     @property
     def pooled_dim(self) -> int:
@@ -62,13 +66,23 @@ class AnalyticBackbone:
 
     def encode(self, prompts: Sequence[str]) -> Condition:
         prompts = list(prompts)
-        for p in prompts:
-            self.world.validate(p)  # fail early, with the prompt named, before any sampling
-        pooled = torch.stack([self.world.embed(p) for p in prompts]).to(self.device, self.dtype)
-        rows = [token_features(p, self.world.embed) for p in prompts]
-        tokens = torch.stack([t for t, _ in rows]).to(self.device, self.dtype)
-        mask = torch.stack([m for _, m in rows]).to(self.device)
+        rows = [self._encoded(p) for p in prompts]
+        pooled = torch.stack([pooled for pooled, _, _ in rows]).to(self.device, self.dtype)
+        tokens = torch.stack([tokens for _, tokens, _ in rows]).to(self.device, self.dtype)
+        mask = torch.stack([mask for _, _, mask in rows]).to(self.device)
         return Condition(prompts=prompts, pooled=pooled, tokens=tokens, token_mask=mask)
+
+    def _encoded(self, prompt: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """A prompt's (pooled [P], tokens [L, P], mask [L]) on the CPU, computed once per prompt: a training
+        run encodes the same few hundred prompts every update. Callers stack them (a copy), never write them."""
+        cached = self._encodings.get(prompt)
+        if cached is None:
+            self.world.validate(prompt)  # fail early, with the prompt named, before any sampling
+            if len(self._encodings) >= ENCODING_CACHE_SIZE:  # the text world takes any quoted words: stay bounded
+                self._encodings.clear()
+            tokens, mask = token_features(prompt, self.world.embed)
+            cached = self._encodings[prompt] = (self.world.embed(prompt), tokens, mask)
+        return cached
 
     def initial_noise(self, seeds: Sequence[int]) -> torch.Tensor:
         rows = [torch.randn(self.world.latent_dim, generator=torch.Generator().manual_seed(int(s))) for s in seeds]

@@ -215,7 +215,7 @@ def render_detail(latents: torch.Tensor) -> torch.Tensor:
     """[B, 41] detail latents -> [B, 3, 48, 48]: the scene renderer's image, objects striped."""
     from jsbench.world.render import render_scenes
 
-    from jsbench.world.detect import FOREGROUND_THRESHOLD
+    from jsbench.world.detect import FOREGROUND_THRESHOLD, erode_in_plane
 
     latents = latents.detach().cpu()
     image = render_scenes(latents[:, :SCENE_DIM])
@@ -223,9 +223,8 @@ def render_detail(latents: torch.Tensor) -> torch.Tensor:
     bg = torch.tensor(BACKGROUND, dtype=torch.float32)[None, :, None, None]
     # stripes cover the objects' interiors (foreground pixels whose four neighbours are foreground too, the
     # detector's own erosion), not their anti-aliased edges, so outlines, and with them shapes, stay as drawn
-    fg = ((image - bg).abs().amax(1) > FOREGROUND_THRESHOLD).to(torch.float32)[:, None]
-    cross = torch.tensor([[0.0, 1.0, 0.0], [1.0, 1.0, 1.0], [0.0, 1.0, 0.0]])[None, None]
-    interior = (torch.nn.functional.conv2d(fg, cross, padding=1) > 4.5).to(torch.float32)[:, 0]
+    fg = ((image - bg).abs().amax(1) > FOREGROUND_THRESHOLD).numpy()
+    interior = torch.from_numpy(erode_in_plane(fg)).to(torch.float32)
     cls = texture_class(latents)
     depth = (STRIPE_DEPTH * detail_strength(latents)).to(torch.float32)
     lighten = 1.0 - depth[:, None, None] * _stripes(canvas)[cls] * interior  # [B, H, W]
@@ -244,38 +243,50 @@ def texture_strength(contrast: np.ndarray, interior: np.ndarray, box) -> tuple[f
     x0, y0, x1, y1 = max(x0 - 1, 0), max(y0 - 1, 0), min(x1 + 1, w), min(y1 + 1, h)
     core = interior[y0:y1, x0:x1]
     values = contrast[y0:y1, x0:x1]
-    stripes = _stripes(max(h, w)).numpy()[:, y0:y1, x0:x1].astype(bool)
+    stripes = _stripe_masks(max(h, w))[:, y0:y1, x0:x1]
     best, best_cls = 0.0, -1
     for i in range(len(TEXTURES)):
         on, off = stripes[i] & core, ~stripes[i] & core
-        if on.sum() < 2 or off.sum() < 2:
+        if np.count_nonzero(on) < 2 or np.count_nonzero(off) < 2:
             continue
-        strength = (1.0 - values[on].mean() / values[off].mean()) / STRIPE_DEPTH
+        strength = (1.0 - _mean(values[on]) / _mean(values[off])) / STRIPE_DEPTH
         if strength > best:
             best, best_cls = float(strength), i
     return best, best_cls
 
 
+def _mean(values: np.ndarray) -> np.floating:
+    """`values.mean()` of a non-empty 1-D array, as numpy computes it (its pairwise sum in the array's dtype,
+    divided by the count as an intp, cast back), without the argument handling that costs more than the sum
+    on the few dozen pixels of one object's stripes."""
+    total = np.add.reduce(values)
+    return total.dtype.type(total / np.intp(values.size))
+
+
+@lru_cache(maxsize=8)
+def _stripe_masks(canvas: int) -> np.ndarray:
+    """`_stripes(canvas)` as a read-only bool array, made once per canvas for the evaluator's many reads."""
+    masks = _stripes(canvas).numpy().astype(bool)
+    masks.flags.writeable = False
+    return masks
+
+
 def interior_mask(images: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     """(contrast [B, H, W], interior [B, H, W]): each pixel's largest channel difference from the background,
     and the foreground pixels whose four neighbours are foreground too (where the renderer draws stripes)."""
-    from scipy import ndimage  # here, not at import: the GPU image has no scipy and never calls the detector
+    from jsbench.world.detect import pixel_maps
 
-    from jsbench.world.detect import FOREGROUND_THRESHOLD
-
-    pix = images.detach().to(torch.float32).cpu().permute(0, 2, 3, 1).numpy()
-    contrast = np.abs(pix - np.asarray(BACKGROUND, dtype=np.float32)).max(-1)
-    cross = np.zeros((3, 3, 3), dtype=bool)
-    cross[1] = [[False, True, False], [True, True, True], [False, True, False]]  # 4-neighbourhood, within one image, never across the batch
-    return contrast, ndimage.binary_erosion(contrast > FOREGROUND_THRESHOLD, structure=cross)
+    maps = pixel_maps(images)
+    return maps.contrast, maps.interior
 
 
 def detect_detail(images: torch.Tensor) -> list[list[Detection]]:
     """The scene world's detections, keeping only objects whose texture is resolved (A >= DETAIL_THRESHOLD)."""
-    from jsbench.world.detect import detect
+    from jsbench.world.detect import detect, pixel_maps
 
-    found = detect(images)
-    contrast, interior = interior_mask(images)
+    maps = pixel_maps(images)  # one set of maps for the detector and the texture check
+    found = detect(images, maps)
+    contrast, interior = maps.contrast, maps.interior
     return [[d for d in dets if texture_strength(contrast[b], interior[b], d.box)[0] >= DETAIL_THRESHOLD] for b, dets in enumerate(found)]
 
 

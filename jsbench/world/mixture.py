@@ -49,18 +49,11 @@ class MixtureTable:
 
     def posterior_mean(self, x_t: torch.Tensor, t: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
         """E[x_0 | x_t] for each row b of prompt index rows[b] at its own time t[b] (t in [0, 1])."""
-        means = self.means[rows]  # [B, K, D]
-        log_w = self.log_weights[rows]  # [B, K]
-        spread2 = self.spreads[rows].square()  # [B, K, D]
-        t = t[:, None, None]
-        signal = 1.0 - t
-        var_t = signal.square() * spread2 + t.square()  # per-dim variance of x_t within a component
-        resid = x_t[:, None, :] - signal * means  # [B, K, D]
-        logits = log_w - 0.5 * (resid.square() / var_t + var_t.log()).sum(-1)
-        resp = torch.softmax(logits, dim=-1)  # component responsibilities
-        gain = signal * spread2 / var_t  # within-component Wiener gain
-        x0_k = means + gain * resid
-        return (resp[..., None] * x0_k).sum(1)
+        return self.gather(rows).posterior_mean(x_t, t)
+
+    def gather(self, rows: torch.Tensor) -> "RowMixtures":
+        """Each row's mixture [B, K, ...], gathered once for a sampler that asks for many posterior means."""
+        return RowMixtures(means=self.means[rows], log_weights=self.log_weights[rows], spread2=self.spreads[rows].square())
 
     def sample_data(self, rows: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Exact draws x_0 from each row's mixture (the reference distribution)."""
@@ -71,13 +64,42 @@ class MixtureTable:
         return mu + self.spreads[rows, comp] * noise
 
 
+@dataclass(frozen=True)
+class RowMixtures:
+    """The mixtures of a batch's rows: means [B, K, D], log weights [B, K], squared spreads [B, K, D]."""
+
+    means: torch.Tensor
+    log_weights: torch.Tensor
+    spread2: torch.Tensor
+
+    def posterior_mean(self, x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """E[x_0 | x_t] of each row under its own mixture, at its own time t[b].
+
+        The [B, K, D] intermediates are large, so they are updated in place rather than allocated anew per
+        operation (allocating and faulting in fresh pages cost more than the arithmetic); each value is the
+        same IEEE operation on the same operands as in the formula, so the result is bit for bit the same."""
+        means, log_w, spread2 = self.means, self.log_weights, self.spread2
+        t = t[:, None, None]
+        signal = 1.0 - t
+        var_t = torch.mul(signal.square(), spread2).add_(t.square())  # per-dim variance of x_t within a component
+        resid = torch.mul(signal, means)
+        torch.sub(x_t[:, None, :], resid, out=resid)  # x_t - signal * means, [B, K, D]
+        energy = resid.square().div_(var_t).add_(var_t.log())  # resid^2 / var_t + log var_t
+        logits = log_w - 0.5 * energy.sum(-1)
+        resp = torch.softmax(logits, dim=-1)  # component responsibilities
+        x0_k = torch.mul(signal, spread2).div_(var_t)  # the within-component Wiener gain ...
+        x0_k.mul_(resid).add_(means)  # ... makes each component's estimate, means + gain * resid
+        return x0_k.mul_(resp[..., None]).sum(1)
+
+
 def euler_flow(table: MixtureTable, x_T: torch.Tensor, rows: torch.Tensor, sigmas: torch.Tensor) -> torch.Tensor:
     """Integrate every row along its own schedule sigmas[b] (1 -> 0) with Euler steps; returns x_0."""
     x = x_T
     steps = sigmas.shape[1] - 1
+    mixtures = table.gather(rows)  # the rows' mixtures are the same at every step
     for j in range(steps):
         t, t_next = sigmas[:, j], sigmas[:, j + 1]
-        x0_hat = table.posterior_mean(x, t, rows)
+        x0_hat = mixtures.posterior_mean(x, t)
         eps_hat = (x - (1.0 - t)[:, None] * x0_hat) / t[:, None]
         x = (1.0 - t_next)[:, None] * x0_hat + t_next[:, None] * eps_hat
     return x

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import torch
@@ -210,13 +211,14 @@ def _objects(meta: dict) -> list[tuple[str, str | None]]:
     return objects
 
 
-def _valid(meta: dict, objects, cells, radii) -> bool:
+def _valid(meta: dict, objects, cells, radii, room: float | None = None) -> bool:
+    """Whether objects at `cells` make a valid arrangement of the prompt (`room`: `_room(meta)`, passed by
+    a caller that checks many placements of one prompt)."""
     # the data's own jitter must never break an arrangement, or the many-step ceiling would fail:
     # keep objects apart (a merge is a failure, not data) and relations true, with room for 3 sigma
-    room = 3.0 * prompt_spread(meta) * PX_PER_UNIT * np.sqrt(2.0)
+    room = _room(meta) if room is None else room
     for i, j in itertools.combinations(range(len(objects)), 2):
-        dist = PX_PER_UNIT * np.hypot(cells[i][0] - cells[j][0], cells[i][1] - cells[j][1])
-        if dist < radii[i] + radii[j] + 3.0 + room:
+        if not _apart(cells[i], cells[j], radii[i], radii[j], room):
             return False
     # relations must hold with room to spare: shrink the offset per axis and recheck
     first_of_group, idx = [], 0
@@ -228,15 +230,39 @@ def _valid(meta: dict, objects, cells, radii) -> bool:
             continue
         rel, target = req["position"]
         a, b = first_of_group[g], first_of_group[target]
-        for shrink in (0.0, (1.0 + room) / PX_PER_UNIT):
-            dx = cells[a][0] - cells[b][0]
-            dy = cells[a][1] - cells[b][1]
-            dx -= np.sign(dx) * min(abs(dx), shrink)
-            dy -= np.sign(dy) * min(abs(dy), shrink)
-            box_a = nominal_box(cells[b][0] + dx, cells[b][1] + dy, radii[a])
-            box_b = nominal_box(*cells[b], radii[b])
-            if rel not in relative_position(box_a, box_b):
-                return False
+        if not _relation_holds(rel, cells[a], cells[b], radii[a], radii[b], room):
+            return False
+    return True
+
+
+def _room(meta: dict) -> float:
+    """The margin (px) the data's jitter needs around each object: 3 sigma of the prompt's widest spread."""
+    return 3.0 * prompt_spread(meta) * PX_PER_UNIT * np.sqrt(2.0)
+
+
+# The checks below depend only on two objects' cells, sizes and the margin, which recur across prompts
+# (the same grids, radii and spreads), so each is computed once per process for all prompts' mixtures.
+
+
+@lru_cache(maxsize=None)
+def _apart(cell_a, cell_b, radius_a: float, radius_b: float, room: float) -> bool:
+    """Two objects do not touch, even jittered by `room`."""
+    dist = PX_PER_UNIT * np.hypot(cell_a[0] - cell_b[0], cell_a[1] - cell_b[1])
+    return not dist < radius_a + radius_b + 3.0 + room
+
+
+@lru_cache(maxsize=None)
+def _relation_holds(rel: str, cell_a, cell_b, radius_a: float, radius_b: float, room: float) -> bool:
+    """A at cell_a stands in `rel` to B at cell_b, also with the offset shrunk by the jitter's room per axis."""
+    for shrink in (0.0, (1.0 + room) / PX_PER_UNIT):
+        dx = cell_a[0] - cell_b[0]
+        dy = cell_a[1] - cell_b[1]
+        dx -= np.sign(dx) * min(abs(dx), shrink)
+        dy -= np.sign(dy) * min(abs(dy), shrink)
+        box_a = nominal_box(cell_b[0] + dx, cell_b[1] + dy, radius_a)
+        box_b = nominal_box(*cell_b, radius_b)
+        if rel not in relative_position(box_a, box_b):
+            return False
     return True
 
 
@@ -259,12 +285,16 @@ def arrangements(meta: dict, limit: int = MAX_COMPONENTS) -> list[list[tuple[int
     total = len(slot_orders) * int(np.prod([len(o) for o in per_object]))
     found: dict[tuple, list] = {}
     valid: dict[tuple, bool] = {}  # _valid depends on the cells alone: the objects and radii are the prompt's
+    room = _room(meta)
 
-    def consider(slots, choice):
+    def _placement_valid(choice) -> bool:
         cells = tuple(cell for _, cell in choice)
         if cells not in valid:  # checked once per placement, not once per slot order and colour choice
-            valid[cells] = _valid(meta, objects, list(cells), radii)
-        if not valid[cells]:
+            valid[cells] = _valid(meta, objects, cells, radii, room)
+        return valid[cells]
+
+    def consider(slots, choice):
+        if not _placement_valid(choice):
             return
         # identical objects are interchangeable: an arrangement is the set of what sits in which slot
         items = tuple(sorted((slot, cls, color, cell) for slot, (cls, _), (color, cell) in zip(slots, objects, choice)))
@@ -272,8 +302,12 @@ def arrangements(meta: dict, limit: int = MAX_COMPONENTS) -> list[list[tuple[int
             found[items] = [(slot, cls, color, cell[0], cell[1]) for slot, cls, color, cell in items]
 
     if total <= 20000:
+        placements = _ValidPlacements(objects, per_object, lambda cells: _valid(meta, objects, cells, radii, room))
+        if len({cls for cls, _ in objects}) == len(objects):
+            return _distinct_arrangements(objects, slot_orders, placements, rng, limit)
+        choices = [placements[i] for i in range(len(placements))]
         for slots in slot_orders:
-            for choice in itertools.product(*per_object):
+            for choice in choices:
                 consider(slots, choice)
         keys = list(found)
         if len(keys) > limit:
@@ -286,6 +320,46 @@ def arrangements(meta: dict, limit: int = MAX_COMPONENTS) -> list[list[tuple[int
         if len(found) >= limit:
             break
     return list(found.values())
+
+
+class _ValidPlacements:
+    """The valid placements (one (colour, cell) per object) in `itertools.product(*per_object)` order, as a
+    sequence whose items are built only when read: validity depends on the cells alone, so it is checked
+    once per combination of cells and spread over the colours by broadcasting."""
+
+    def __init__(self, objects, per_object, valid_cells):
+        cell_lists = [grid_cells(CLASSES[cls].grid) for cls, _ in objects]
+        ok = np.array([valid_cells(cells) for cells in itertools.product(*cell_lists)], dtype=bool)
+        # per_object[i] is colour-major over (colour, cell): its index is colour * cells + cell, so the
+        # product's order is that of the axes (colour_0, cell_0, colour_1, cell_1, ...) in C order
+        axes = [n for cells, choices in zip(cell_lists, per_object) for n in (len(choices) // len(cells), len(cells))]
+        ok = np.broadcast_to(ok.reshape([n if k % 2 else 1 for k, n in enumerate(axes)]), axes)
+        self._per_object = per_object
+        self._index = np.argwhere(ok.reshape([len(choices) for choices in per_object]))  # C order: product order
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __getitem__(self, i: int) -> tuple:
+        return tuple(choices[j] for choices, j in zip(self._per_object, self._index[i].tolist()))
+
+
+def _distinct_arrangements(objects, slot_orders, placements, rng, limit: int) -> list[list[tuple[int, str, str, float, float]]]:
+    """`arrangements`' enumeration when no two objects share a class, without materialising every candidate.
+
+    Then no two (slot order, placement) pairs describe the same arrangement (an object's class tells which
+    object sits in a slot), so the enumeration's distinct arrangements are exactly the pairs, in the order
+    slot order (outer) x valid placement (inner), and the i-th is read off directly: the same list, and the
+    same seeded draw of `limit` of them, as the dictionary of every candidate gives, for a fraction of the cost.
+    """
+    count = len(slot_orders) * len(placements)
+    chosen = range(count) if count <= limit else sorted(rng.choice(count, size=limit, replace=False))
+    out = []
+    for i in chosen:
+        slots, choice = slot_orders[i // len(placements)], placements[i % len(placements)]
+        items = sorted((slot, cls, color, cell) for slot, (cls, _), (color, cell) in zip(slots, objects, choice))
+        out.append([(slot, cls, color, cell[0], cell[1]) for slot, cls, color, cell in items])
+    return out
 
 
 def prompt_spread(meta: dict) -> float:
@@ -324,10 +398,25 @@ def encode_arrangement(arrangement) -> torch.Tensor:
     return latent
 
 
+def _encode_arrangements(found) -> tuple[torch.Tensor, torch.Tensor]:
+    """`encode_arrangement` and `arrangement_spreads` of many arrangements at once ([N, LATENT_DIM] each,
+    float64): the same numbers, written into one array instead of a small tensor per arrangement."""
+    means = np.zeros((len(found), LATENT_DIM), dtype=np.float64)
+    means[:, : SLOTS * SLOT_DIM : SLOT_DIM] = -1.0
+    spreads = np.full((len(found), LATENT_DIM), ABSENT_SPREAD, dtype=np.float64)
+    for n, arrangement in enumerate(found):
+        for slot, cls, color, x, y in arrangement:
+            base = slot * SLOT_DIM
+            means[n, base : base + SLOT_DIM] = (1.0, x, y, COLOR_ANCHORS[COLORS.index(color)], SHAPE_ANCHORS[SHAPES.index(cls)])
+            s = CLASSES[cls].spread
+            pos, attr = min(s, POSITION_SPREAD), min(s, ATTRIBUTE_SPREAD)
+            spreads[n, base : base + SLOT_DIM] = (s, pos, pos, attr, attr)
+    return torch.from_numpy(means), torch.from_numpy(spreads)
+
+
 def scene_mixture(meta: dict) -> PromptMixture:
     found = arrangements(meta)
     if not found:
         raise ValueError(f"no valid arrangement for prompt {meta['prompt']!r}")
-    means = torch.stack([encode_arrangement(a) for a in found])
-    spreads = torch.stack([arrangement_spreads(a) for a in found])
+    means, spreads = _encode_arrangements(found)
     return PromptMixture(means=means, log_weights=torch.zeros(len(found), dtype=torch.float64), spreads=spreads)
