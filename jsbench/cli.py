@@ -781,6 +781,9 @@ def main() -> None:
     """The entry point: a refusal (`JsbenchError`, or the system refusing a read or write: disk full,
     read-only, missing) is one line and exit 2; anything else is a bug, shown with its traceback, exit 3;
     a closed stdout pipe exits 141; so exit 1 always means a check found a regression."""
+    from jsbench.host_memory import retain_freed_host_memory
+
+    retain_freed_host_memory()  # CPU sampling: freed activations are reused, not page-faulted in afresh
     try:
         app(standalone_mode=True)
     except SystemExit as exc:

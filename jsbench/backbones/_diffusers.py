@@ -23,6 +23,7 @@ from typing import Any, Sequence
 import torch
 
 from jsbench import JsbenchError
+from jsbench.backbones._call_cache import ExactCallCache, call_key
 from jsbench.backbones.base import DEFAULT_CEILING_STEPS, Condition
 from jsbench.devices import AUTO, pick_device
 from jsbench.schedule import ScheduleError, check_sigmas, shift_sigmas
@@ -357,6 +358,11 @@ class DiffusersBackbone:
     full_size: dict | None = None
     timestep_distilled: bool = False  # a few-step sampler (Flux-Schnell): benchmarks run it at most at default_steps
     max_sequence_length: int = 0  # T5 tokens of the text sequence (0: no T5, SD-XL; FlowMatchBackbone sets its own)
+    #: MiB of exact call results kept between calls (`_call_cache.ExactCallCache`; 0: none): the encodings of whole
+    #: prompt batches and, on the flow backbones, the first sampler step's velocity of whole batches. Evaluation
+    #: samples the same batches once per schedule row, so each row after the first reuses both; set where they
+    #: are small beside the sampler's work (scenes-dit), left off where one batch's would be big (a 1024^2 model's)
+    call_cache_mib: int = 0
 
     def __init__(
         self, model: str | None = None, device: str | torch.device | None = None, dtype: torch.dtype | None = None,
@@ -369,6 +375,7 @@ class DiffusersBackbone:
         self.model_id = model or self.default_model_id
         self.offload = offload_mode(offload, self.name)  # None, "text", "model" or "sequential"
         self._prompt_cache: dict[str, Condition] = {}  # "text" offload: prompt -> its encoding, on the CPU
+        self._call_cache = ExactCallCache(self.call_cache_mib << 20) if self.call_cache_mib > 0 else None
         if decode_chunk is not None:
             self.decode_chunk = int(decode_chunk)
         pipeline_cls = getattr(diffusers, self.pipeline_class_name)
@@ -473,7 +480,13 @@ class DiffusersBackbone:
         samples every row on the same prompts), in one batch per call for the prompts not seen yet."""
         prompts = list(prompts)
         if self.offload != "text":
-            return self._encode_prompts(prompts)
+            if self._call_cache is None:
+                return self._encode_prompts(prompts)
+            # the whole batch is the key: an encoder's row may differ in its last bits in a batch of another size
+            key = call_key((), text_encoders(self.pipe), ("encode", tuple(prompts), self.guidance_scale, self.max_sequence_length, str(self.device), str(self.dtype)))
+            cached = self._call_cache.get_or_compute(key, lambda: self._encode_prompts(prompts))
+            # a Condition of its own (its lists and dict may be changed by the caller); the tensors are shared, read only
+            return Condition(list(cached.prompts), cached.pooled, dict(cached.tensors), cached.tokens, cached.token_mask)
         missing = [p for p in dict.fromkeys(prompts) if p not in self._prompt_cache]
         if missing:
             encoders = text_encoders(self.pipe)
@@ -641,6 +654,23 @@ class FlowMatchBackbone(DiffusersBackbone):
         """The model's velocity at flow time sigma_t[b] for every row (guidance included)."""
         raise NotImplementedError
 
+    def _first_velocity(self, x: torch.Tensor, sigma_t: torch.Tensor, cond: Condition, ctx: dict) -> torch.Tensor:
+        """`_velocity` for the sampler's first step, from the call cache where the backbone keeps one.
+
+        The first step reads only the initial noise, the starting levels and the prompts, never the rest of
+        the schedule: every schedule row evaluated on the same batch that starts at the same levels (sigma 1
+        for all but free-start rows) makes this very call, so it is made once. Keyed by the bytes of all it
+        reads (`call_key`), the whole batch at once: the result is the one the call returns.
+        """
+        if self._call_cache is None:
+            return self._velocity(x, sigma_t, cond, ctx)
+        names = sorted(ctx)
+        tensors = [x, sigma_t, *(cond.tensors[k] for k in sorted(cond.tensors)), *(ctx[k] for k in names if isinstance(ctx[k], torch.Tensor))]
+        settings = ("first velocity", sorted(cond.tensors), names, [repr(ctx[k]) for k in names if not isinstance(ctx[k], torch.Tensor)],
+                    self.guidance_scale, str(self.device), str(self.dtype))
+        key = call_key(tensors, [self.pipe.transformer], settings)
+        return self._call_cache.get_or_compute(key, lambda: self._velocity(x, sigma_t, cond, ctx))
+
     @torch.no_grad()
     def velocity(self, x: torch.Tensor, sigma: torch.Tensor, cond: Condition) -> torch.Tensor:
         """The protocol's `velocity`: the transformer's velocity at flow time sigma[r] (guidance included), float32;
@@ -661,7 +691,8 @@ class FlowMatchBackbone(DiffusersBackbone):
         view = (B,) + (1,) * (x.dim() - 1)
         ctx = self._prepare(x, cond)
         for i in range(sigmas.shape[1] - 1):
-            v = self._velocity(x, sigmas[:, i], cond, ctx)
+            velocity = self._first_velocity if i == 0 else self._velocity
+            v = velocity(x, sigmas[:, i], cond, ctx)
             dt = (sigmas[:, i + 1] - sigmas[:, i]).view(view)
             x = (x.to(torch.float32) + mul_as_scheduler(dt, v)).to(v.dtype)
         return x

@@ -39,6 +39,8 @@ class ScenesDiTBackbone(SD35Backbone):
     # quarter of the 200 steps the closed-form world uses, which a CPU could not afford here
     ceiling_steps = 50
     full_size = None  # it IS its full size (a few million parameters): no estimate of a published network
+    # a batch's prompt encodings and first velocities are ~0.3 MB (16 rows): compare's 1152 images a row need ~20 MB
+    call_cache_mib = 64
     weights_hint = "restore the shipped folder with `git checkout -- jsbench/backbones/weights` or retrain it with `python scripts/train_scene_backbone.py`"
 
     def __init__(self, model: str | None = None, device=None, dtype=None, **options):
