@@ -67,7 +67,13 @@ def test_convergence_rule_known_answers():
 
 @pytest.mark.slow
 def test_a_shipped_run_repeats_its_log(tmp_path, monkeypatch):
-    """detail/js-n3/seed1, re-run by its own command for its first 6 updates, logs the same numbers."""
+    """detail/js-n3/seed1, re-run by its own command for its first 6 updates, logs the same run.
+
+    What the images decide repeats exactly on any machine: each update's rewards, their spread and the
+    baseline's shrinkage. The policy's float32 loss and gradient norm repeat exactly only where MKL takes
+    the same kernels: it picks them by CPU (on an AVX-512 Intel CPU the loss differs from the shipped log's
+    in its 5th significant digit, ~1e-6 absolute, and the gradient norm by ~1e-7 relative), so those two are
+    held to float32 sums' own precision. A change to the method moves them by far more."""
     from typer.testing import CliRunner
 
     from jsbench.cli import app
@@ -79,9 +85,12 @@ def test_a_shipped_run_repeats_its_log(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["train", *argv, "--no-progress"])
     assert result.exit_code == 0, result.output
 
-    def strip(rows):
-        return [{k: v for k, v in r.items() if k != "seconds"} for r in rows]
-
-    fresh = strip(read_log(tmp_path / "run" / "train_log.jsonl"))
-    shipped = strip(read_log(path / "train_log.jsonl"))[:6]
-    assert fresh == shipped
+    fresh = read_log(tmp_path / "run" / "train_log.jsonl")
+    shipped = read_log(path / "train_log.jsonl")[:6]
+    assert len(fresh) == len(shipped) == 6
+    for new, old in zip(fresh, shipped):
+        assert set(new) == set(old)
+        exact = {k: v for k, v in old.items() if k not in ("seconds", "loss", "grad_norm")}
+        assert {k: new[k] for k in exact} == exact, new["iteration"]
+        assert new["loss"] == pytest.approx(old["loss"], rel=0, abs=1e-5), new["iteration"]
+        assert new["grad_norm"] == pytest.approx(old["grad_norm"], rel=1e-5), new["iteration"]
