@@ -30,6 +30,24 @@ def test_a_figure_with_the_same_pixels_is_not_rewritten(tmp_path):
     assert path.read_bytes() != before
 
 
+def test_a_few_pixels_one_level_off_are_the_same_figure_more_are_not():
+    import numpy as np
+
+    from jsbench.plots import same_figure
+
+    a = np.full((100, 100, 4), 200, dtype=np.uint8)
+    b = a.copy()
+    b[0, :10, 0] += 1  # 10 of 10,000 pixels by one level: float noise from another CPU
+    assert same_figure(a, b) and same_figure(b, a)
+    c = a.copy()
+    c[0, :11, 1] -= 1  # 11 pixels: more than 0.1 %
+    assert not same_figure(a, c)
+    d = a.copy()
+    d[5, 5, 2] += 2  # one pixel, two levels: a visible change
+    assert not same_figure(a, d)
+    assert not same_figure(a, a[:, :99])  # another size
+
+
 def test_every_budgets_image_grid_keeps_the_ceiling_row():
     from types import SimpleNamespace as Source
 
