@@ -105,13 +105,25 @@ def test_arrangements_with_a_small_limit_draw_the_same_subset():
     assert scenes.arrangements(meta, limit=7) == _reference_arrangements(meta, limit=7)
 
 
-def test_mixture_encodings_match_the_per_arrangement_encoders():
-    meta = next(p for p in make_prompts() if p["tag"] == "color_attr")
-    found = scenes.arrangements(meta)
+def test_mixture_encodings_are_each_arrangements_slots():
+    found = [[(0, "circle", "red", 0.1, -0.2)], [(1, "square", "blue", 0.0, 0.3), (3, "triangle", "green", -0.4, 0.0)]]
     means, spreads = scenes._encode_arrangements(found)
-    assert torch.equal(means, torch.stack([scenes.encode_arrangement(a) for a in found]))
-    assert torch.equal(spreads, torch.stack([scenes.arrangement_spreads(a) for a in found]))
-    assert means.dtype == spreads.dtype == torch.float64
+    assert means.dtype == spreads.dtype == torch.float64 and means.shape == spreads.shape == (2, scenes.LATENT_DIM)
+    for n, arrangement in enumerate(found):
+        filled = {slot for slot, *_ in arrangement}
+        for slot, cls, color, x, y in arrangement:
+            base = slot * scenes.SLOT_DIM
+            s = scenes.CLASSES[cls].spread
+            pos, attr = min(s, scenes.POSITION_SPREAD), min(s, scenes.ATTRIBUTE_SPREAD)
+            anchors = [1.0, x, y, scenes.COLOR_ANCHORS[scenes.COLORS.index(color)], scenes.SHAPE_ANCHORS[scenes.SHAPES.index(cls)]]
+            assert means[n, base : base + scenes.SLOT_DIM].tolist() == anchors
+            assert spreads[n, base : base + scenes.SLOT_DIM].tolist() == [s, pos, pos, attr, attr]
+        for slot in set(range(scenes.SLOTS)) - filled:  # absent: presence -1, the rest 0, every spread ABSENT_SPREAD
+            base = slot * scenes.SLOT_DIM
+            assert means[n, base : base + scenes.SLOT_DIM].tolist() == [-1.0, 0.0, 0.0, 0.0, 0.0]
+            assert (spreads[n, base : base + scenes.SLOT_DIM] == scenes.ABSENT_SPREAD).all()
+        assert torch.equal(scenes.encode_arrangement(arrangement), means[n])  # the one-arrangement encoders are its rows
+        assert torch.equal(scenes.arrangement_spreads(arrangement), spreads[n])
 
 
 def test_pair_checks_are_cached_per_argument_not_per_prompt():

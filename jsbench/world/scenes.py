@@ -284,18 +284,9 @@ def arrangements(meta: dict, limit: int = MAX_COMPONENTS) -> list[list[tuple[int
     rng = np.random.default_rng(stable_hash(meta["prompt"]) % 2**32)
     total = len(slot_orders) * int(np.prod([len(o) for o in per_object]))
     found: dict[tuple, list] = {}
-    valid: dict[tuple, bool] = {}  # _valid depends on the cells alone: the objects and radii are the prompt's
     room = _room(meta)
 
-    def _placement_valid(choice) -> bool:
-        cells = tuple(cell for _, cell in choice)
-        if cells not in valid:  # checked once per placement, not once per slot order and colour choice
-            valid[cells] = _valid(meta, objects, cells, radii, room)
-        return valid[cells]
-
-    def consider(slots, choice):
-        if not _placement_valid(choice):
-            return
+    def add(slots, choice):
         # identical objects are interchangeable: an arrangement is the set of what sits in which slot
         items = tuple(sorted((slot, cls, color, cell) for slot, (cls, _), (color, cell) in zip(slots, objects, choice)))
         if items not in found:
@@ -305,18 +296,24 @@ def arrangements(meta: dict, limit: int = MAX_COMPONENTS) -> list[list[tuple[int
         placements = _ValidPlacements(objects, per_object, lambda cells: _valid(meta, objects, cells, radii, room))
         if len({cls for cls, _ in objects}) == len(objects):
             return _distinct_arrangements(objects, slot_orders, placements, rng, limit)
-        choices = [placements[i] for i in range(len(placements))]
+        choices = [placements[i] for i in range(len(placements))]  # every one valid already
         for slots in slot_orders:
             for choice in choices:
-                consider(slots, choice)
+                add(slots, choice)
         keys = list(found)
         if len(keys) > limit:
             keep = rng.choice(len(keys), size=limit, replace=False)
             keys = [keys[i] for i in sorted(keep)]
         return [found[k] for k in keys]
+    valid: dict[tuple, bool] = {}  # _valid depends on the cells alone: the objects and radii are the prompt's
     for _ in range(200 * limit):
         slots = slot_orders[rng.integers(len(slot_orders))]
-        consider(slots, [o[rng.integers(len(o))] for o in per_object])
+        choice = [o[rng.integers(len(o))] for o in per_object]
+        cells = tuple(cell for _, cell in choice)
+        if cells not in valid:  # checked once per placement, not once per slot order and colour choice
+            valid[cells] = _valid(meta, objects, cells, radii, room)
+        if valid[cells]:
+            add(slots, choice)
         if len(found) >= limit:
             break
     return list(found.values())
@@ -378,29 +375,17 @@ def arrangement_spreads(arrangement) -> torch.Tensor:
     up to POSITION_SPREAD and its colour and shape up to ATTRIBUTE_SPREAD, so the many-step ceiling never
     merges objects or reads a wrong colour or class. How wide a class's presence mode is decides how
     late a sampler must still be taking steps for it: the per-prompt signal a policy can learn."""
-    spreads = torch.full((LATENT_DIM,), ABSENT_SPREAD, dtype=torch.float64)
-    for slot, cls, _color, _x, _y in arrangement:
-        s = CLASSES[cls].spread
-        base = slot * SLOT_DIM
-        pos, attr = min(s, POSITION_SPREAD), min(s, ATTRIBUTE_SPREAD)
-        spreads[base : base + SLOT_DIM] = torch.tensor([s, pos, pos, attr, attr], dtype=torch.float64)
-    return spreads
+    return _encode_arrangements([arrangement])[1][0]
 
 
 def encode_arrangement(arrangement) -> torch.Tensor:
-    latent = torch.zeros(LATENT_DIM, dtype=torch.float64)
-    latent[: SLOTS * SLOT_DIM : SLOT_DIM] = -1.0  # every slot absent unless filled
-    for slot, cls, color, x, y in arrangement:
-        base = slot * SLOT_DIM
-        latent[base : base + SLOT_DIM] = torch.tensor(
-            [1.0, x, y, COLOR_ANCHORS[COLORS.index(color)], SHAPE_ANCHORS[SHAPES.index(cls)]], dtype=torch.float64
-        )
-    return latent
+    """[LATENT_DIM] float64: one component's mean, every slot absent (presence -1) unless filled."""
+    return _encode_arrangements([arrangement])[0][0]
 
 
 def _encode_arrangements(found) -> tuple[torch.Tensor, torch.Tensor]:
-    """`encode_arrangement` and `arrangement_spreads` of many arrangements at once ([N, LATENT_DIM] each,
-    float64): the same numbers, written into one array instead of a small tensor per arrangement."""
+    """(means, spreads) [N, LATENT_DIM] float64 of many arrangements, written into one array each (a mixture
+    has hundreds of components): `encode_arrangement` and `arrangement_spreads` are its rows."""
     means = np.zeros((len(found), LATENT_DIM), dtype=np.float64)
     means[:, : SLOTS * SLOT_DIM : SLOT_DIM] = -1.0
     spreads = np.full((len(found), LATENT_DIM), ABSENT_SPREAD, dtype=np.float64)
