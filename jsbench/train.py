@@ -39,7 +39,16 @@ from jsbench.rewards import load_reward
 from jsbench.suites import load_suite
 from jsbench.train_config import TrainConfig, train_command  # the run's fields with their CLI help (torch-free, for `jsbench train --help`)
 
-TRAIN_SEED_BASE = 1_000_000  # training noise seeds live far from evaluation seeds (0..)
+TRAIN_SEED_BASE = 1_000_000  # training noise seeds live far below evaluation's (jsbench.evaluate.NOISE_SEED_RANGE)
+# each training seed draws its own noise stream, TRAIN_SEED_BASE + seed * STRIDE + it * B + b: seeds are
+# independent in their noise as in their initialisation and contexts (seed 0's stream is the one every seed
+# shared before); the stride leaves room for 2**30 noises a seed, and MAX_SEED keeps the streams below 2**40
+TRAIN_SEED_STRIDE = 2**30
+MAX_SEED = 999
+# the held-out score: the run's training prompts, each on noise no update draws (image HELDOUT_IMAGE of
+# `jsbench.evaluate.noise_seed`, far from the leaderboards' images 0..), scored at the policy's mean schedule
+HELDOUT_IMAGE = 1_000
+HELDOUT_POINTS = 20  # held-out scores in a run by default (every iters/20 updates), besides the untrained one
 
 
 class TrainError(JsbenchError):
@@ -85,6 +94,10 @@ class Trainer:
         validate_baseline(config.baseline, config.contexts, config.samples)  # B is the global batch
         if config.iters < 1:
             raise TrainError(f"--iters must be at least 1, got {config.iters}")
+        if not 0 <= config.seed <= MAX_SEED:
+            raise TrainError(f"--seed must be in 0..{MAX_SEED}, got {config.seed}")
+        if config.iters * config.contexts > TRAIN_SEED_STRIDE:
+            raise TrainError(f"--iters x --contexts is {config.iters * config.contexts}: a seed's noise stream holds {TRAIN_SEED_STRIDE}")
         if config.contexts < self.dist.world_size:
             raise TrainError(f"--contexts {config.contexts} is fewer than the {self.dist.world_size} processes: each needs at least one")
         device = pick_device(config.device, dist=self.dist)  # one accelerator per process; None: the backbone's default
@@ -97,7 +110,13 @@ class Trainer:
         if not 1 <= config.steps <= self.backbone.max_steps:
             raise TrainError(f"--steps must be in 1..{self.backbone.max_steps} for backbone {self.backbone.name}, got {config.steps}")
         self.reward = load_reward(config.reward, self.backbone)
-        self.prompts = [it.prompt for it in load_suite(config.suite, self.backbone).items("train")]
+        self.suite = load_suite(config.suite, self.backbone)
+        train_items = self.suite.items("train")
+        self.prompts = [it.prompt for it in train_items]
+        # the held-out set: `heldout_prompts` training prompts spread evenly over the split (so over its tasks)
+        p = min(config.heldout_prompts, len(train_items))
+        self.heldout_items = [train_items[(i * len(train_items)) // p] for i in range(p)] if p else []
+        self.heldout_every = config.heldout_every or max(1, config.iters // HELDOUT_POINTS)
         torch.manual_seed(config.seed)  # parameter init
         arch = config.policy_arch
         if arch == "auto":
@@ -123,6 +142,10 @@ class Trainer:
     @property
     def log_path(self) -> Path:
         return self.out / "train_log.jsonl"
+
+    @property
+    def heldout_path(self) -> Path:
+        return self.out / "heldout.jsonl"
 
     def save_checkpoint(self) -> None:
         if not self.dist.is_main:
@@ -161,25 +184,29 @@ class Trainer:
         self._truncate_log(self.iteration)
 
     def _truncate_log(self, keep: int) -> None:
-        """Drop log lines of updates after the checkpoint: they will be redone identically."""
-        if not self.dist.is_main or not self.log_path.exists():
+        """Drop log lines of updates after the checkpoint (they will be redone identically), and held-out
+        scores after it (a held-out score at the checkpoint's own iteration was written before it)."""
+        if not self.dist.is_main:
             return
-        lines = [ln for ln in self.log_path.read_text().splitlines() if ln.strip()]
-        kept = []
-        for ln in lines:
-            try:
-                if json.loads(ln)["iteration"] < keep:
-                    kept.append(ln)
-            except (json.JSONDecodeError, KeyError):
-                break  # a line cut by the kill
-        write_text_atomic(self.log_path, "".join(k + "\n" for k in kept))
+        for path, limit in ((self.log_path, keep), (self.heldout_path, keep + 1)):
+            if not path.exists():
+                continue
+            kept = []
+            for ln in (ln for ln in path.read_text().splitlines() if ln.strip()):
+                try:
+                    if json.loads(ln)["iteration"] < limit:
+                        kept.append(ln)
+                except (json.JSONDecodeError, KeyError):
+                    break  # a line cut by the kill
+            write_text_atomic(path, "".join(k + "\n" for k in kept))
 
     # ------------------------------------------------------------------------------------------ update
 
     def contexts_for(self, it: int) -> tuple[list[str], list[int], int]:
         rng, torch_seed = _update_rng(self.config.seed, it)
         idx = rng.integers(len(self.prompts), size=self.config.contexts)
-        seeds = [TRAIN_SEED_BASE + it * self.config.contexts + b for b in range(self.config.contexts)]
+        first = TRAIN_SEED_BASE + self.config.seed * TRAIN_SEED_STRIDE + it * self.config.contexts
+        seeds = [first + b for b in range(self.config.contexts)]
         return [self.prompts[i] for i in idx], seeds, torch_seed
 
     @property
@@ -271,6 +298,30 @@ class Trainer:
         record.update(loss=self.dist.sum_scalar(float(loss.detach())), grad_norm=float(grad_norm), shrinkage=lam)
         return record
 
+    def heldout_score(self) -> dict:
+        """The policy's score on the held-out set now: each held-out prompt's image on its own fixed noise
+        (the same at every point of the run and for every seed, so points and seeds are paired), at the
+        policy's mean schedule, scored by the suite; `score` is the suite's headline (its 'overall'),
+        `scores` the per-image primary metric in the held-out order. Touches no random state of training."""
+        from jsbench.evaluate import evaluate, policy_source
+
+        start = time.perf_counter()
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            run = evaluate(self.backbone, self.suite, policy_source(self.policy), seeds_per_prompt=1, items=self.heldout_items,
+                           seed_base=HELDOUT_IMAGE, progress=False)
+        metric = self.suite.primary_metric
+        overall = [m for m in self.suite.aggregate(run.scores, [it for it, _ in run.rows()]) if m.task == "overall" and m.metric == metric]
+        scores = [float(s[metric]) for s in run.scores]
+        score = overall[0].value if overall else math.fsum(scores) / len(scores)
+        return {"iteration": self.iteration, "score": score, "scores": scores, "seconds": round(time.perf_counter() - start, 4)}
+
+    def _record_heldout(self) -> None:
+        if not self.heldout_items or not (self.iteration % self.heldout_every == 0 or self.iteration == self.config.iters):
+            return
+        record = self.heldout_score()
+        if self.dist.is_main:
+            append_lines(self.heldout_path, [json.dumps(record) + "\n"])
+
     def step(self, it: int) -> dict:
         """Update `it`: its rollout, then the update; the record `train` logs."""
         return self.update(self.rollout(it))
@@ -283,6 +334,8 @@ class Trainer:
         progress = progress and self.dist.is_main
         with make_progress("[bold]train", "updates", enabled=progress, transient=False, status=True) as bar:  # on stderr
             task = bar.add_task("train", total=self.config.iters, completed=self.iteration, status="")
+            if self.iteration == 0:
+                self._record_heldout()  # the untrained policy (the default schedule): the curve's start
             while self.iteration < self.config.iters:
                 it = self.iteration
                 start = time.perf_counter()
@@ -291,6 +344,7 @@ class Trainer:
                 if self.dist.is_main:
                     append_lines(self.log_path, [json.dumps(record, sort_keys=True) + "\n"])  # one whole-line write
                 self.iteration = it + 1
+                self._record_heldout()  # before the checkpoint: a resumed run has its checkpoint's point
                 if self.iteration % self.config.checkpoint_every == 0 or self.iteration == self.config.iters:
                     self.save_checkpoint()
                 lam = record.get("shrinkage")

@@ -50,9 +50,11 @@ class TrainConfig:
     grad_clip: float = option(1.0, "Largest gradient norm of an update.")
     concentration: float = option(32.0, "Initial Dirichlet concentration c0.")
     width: int | None = option(None, "Hidden width (default: 128; xattn 512).", min=1)
-    policy_arch: str = option("auto", "small, xattn (reads tokens) or auto (README).", choices=("auto", "small", "xattn"))
-    seed: int = option(0, "Seed of the whole run.")
+    policy_arch: str = option("auto", "small, xattn or auto (README).", choices=("auto", "small", "xattn"))
+    seed: int = option(0, "Seed of the whole run.", min=0)
     checkpoint_every: int = option(25, "Updates per checkpoint.")
+    heldout_prompts: int = option(64, "Prompts held out (0: none).", min=0, flags=("--heldout",))
+    heldout_every: int | None = option(None, "Updates per held-out score.", min=1)
     device: str | None = option(None, DEVICE_HELP)
     dtype: str | None = option(None, DTYPE_HELP)  # the backbone's dtype; the policy is always fp32
     offload: bool = option(False, OFFLOAD_HELP, flags=("--offload",))  # one network on the GPU at a time

@@ -63,6 +63,65 @@ def test_same_seed_same_numbers_other_seed_other_numbers(tmp_path):
     assert runs[0] != runs[2]
 
 
+def test_each_training_seed_draws_its_own_noise_stream(tmp_path):
+    """Seeds are independent in their noise, not only in their init and contexts: no two seeds (and no two
+    updates) share a noise seed, seed 0 keeps the stream every seed shared before, and every training noise
+    stays below evaluation's range."""
+    from jsbench.evaluate import NOISE_SEED_RANGE
+    from jsbench.train import MAX_SEED, TRAIN_SEED_BASE
+
+    drawn = {}
+    for seed in (0, 1, 2, MAX_SEED):
+        t = Trainer(_config(seed=seed), tmp_path / str(seed))
+        drawn[seed] = [s for it in (0, 1, 5) for s in t.contexts_for(it)[1]]
+    assert drawn[0] == [TRAIN_SEED_BASE + it * 4 + b for it in (0, 1, 5) for b in range(4)]
+    every = [s for seeds in drawn.values() for s in seeds]
+    assert len(set(every)) == len(every)
+    assert max(every) < NOISE_SEED_RANGE[0]
+
+
+@pytest.mark.parametrize("seed", [-1, 1000])
+def test_a_seed_outside_its_range_is_refused(tmp_path, seed):
+    from jsbench.train import TrainError
+
+    with pytest.raises(TrainError, match="--seed must be in 0..999"):
+        Trainer(_config(seed=seed), tmp_path / "run")
+
+
+def test_held_out_scores_leave_training_untouched_and_resume_exactly(tmp_path):
+    """The held-out curve: the untrained policy and every `heldout_every` updates (and the last), on the same
+    images each time; scoring it changes nothing training draws, and a resumed run writes the same curve."""
+    off = Trainer(_config(heldout_prompts=0), tmp_path / "off")
+    off.train(progress=False)
+    assert not (tmp_path / "off" / "heldout.jsonl").exists()
+    on = Trainer(_config(heldout_prompts=8, heldout_every=4), tmp_path / "on")
+    on.train(progress=False)
+    assert _strip(read_log(tmp_path / "on" / "train_log.jsonl")) == _strip(read_log(tmp_path / "off" / "train_log.jsonl"))
+    curve = read_log(tmp_path / "on" / "heldout.jsonl")
+    assert [r["iteration"] for r in curve] == [0, 4, 6]
+    assert all(len(r["scores"]) == 8 and 0.0 <= r["score"] <= 1.0 for r in curve)
+
+    crashed = Trainer(_config(heldout_prompts=8, heldout_every=4), tmp_path / "crashed")
+    with pytest.raises(Crash):
+        crashed.train(progress=False, on_update=lambda r: (_ for _ in ()).throw(Crash) if r["iteration"] == 4 else None)
+    resumed = Trainer(_config(heldout_prompts=8, heldout_every=4), tmp_path / "crashed")
+    resumed.resume()  # the checkpoint at 4 updates, written after the held-out score at 4
+    resumed.train(progress=False)
+    assert _strip(read_log(tmp_path / "crashed" / "heldout.jsonl")) == _strip(curve)
+
+
+def test_the_untrained_policys_held_out_score_is_the_default_schedules(tmp_path):
+    from jsbench.evaluate import evaluate, resolve_schedule
+    from jsbench.train import HELDOUT_IMAGE
+
+    t = Trainer(_config(heldout_prompts=12), tmp_path / "run")
+    first = t.heldout_score()
+    default = evaluate(t.backbone, t.suite, resolve_schedule("default", t.backbone, 3), seeds_per_prompt=1, items=t.heldout_items,
+                       seed_base=HELDOUT_IMAGE, progress=False)
+    assert first["scores"] == [s[t.suite.primary_metric] for s in default.scores]
+    assert len({it.prompt for it in t.heldout_items}) == 12
+
+
 def test_non_finite_reward_skips_the_update_and_names_the_prompt(tmp_path):
     trainer = Trainer(_config(iters=1), tmp_path / "nan")
     before = {k: v.clone() for k, v in trainer.policy.state_dict().items()}
