@@ -1,0 +1,48 @@
+"""The power statement: seeds that resolve a difference, checked against its definition."""
+
+import math
+
+import pytest
+from scipy.stats import t
+
+from jsbench.power import satterthwaite_df, seeds_to_resolve
+
+
+def _resolves(d, image_se, seed_var, G, S):
+    se = math.sqrt(image_se**2 + seed_var / S)
+    df = satterthwaite_df([(image_se**2, G - 1), (seed_var / S, S - 1)])
+    return (t.ppf(0.975, df) + t.ppf(0.8, df)) * se <= d
+
+
+@pytest.mark.parametrize("image_se,seed_var", [(0.004, 0.0004), (0.0, 0.001), (0.006, 0.00002), (0.001, 0.01)])
+def test_the_smallest_resolving_seed_count(image_se, seed_var):
+    S = seeds_to_resolve(0.02, image_se, seed_var, prompts=72)
+    assert S is not None and _resolves(0.02, image_se, seed_var, 72, S)
+    assert S == 2 or not _resolves(0.02, image_se, seed_var, 72, S - 1)
+
+
+def test_by_hand_without_an_image_part():
+    # var_s = 0.001, no image part: df = S - 1, need (t.975 + t.8)(S-1) * sqrt(0.001 / S) <= 0.02
+    S = seeds_to_resolve(0.02, 0.0, 0.001, prompts=72)
+    assert S == min(s for s in range(2, 200) if (t.ppf(0.975, s - 1) + t.ppf(0.8, s - 1)) * math.sqrt(0.001 / s) <= 0.02)
+    assert 18 <= S <= 25  # the normal approximation says (1.96 + 0.84)^2 * 0.001 / 0.02^2 = 19.6
+
+
+def test_an_image_part_too_large_for_any_seed_count():
+    # (1.96 + 0.84) * 0.008 > 0.02: more images, not more seeds
+    assert seeds_to_resolve(0.02, 0.008, 0.0001, prompts=72) is None
+
+
+def test_satterthwaite_degrees_of_freedom():
+    assert satterthwaite_df([(1.0, 4), (0.0, 2)]) == 4
+    assert satterthwaite_df([(1.0, 4), (1.0, 4)]) == pytest.approx(8)
+    assert satterthwaite_df([(0.0, 3)]) == math.inf
+    # the issue's case: a seed part of 84 % of the variance with 2 df, the rest with 71 df
+    assert satterthwaite_df([(0.16, 71), (0.84, 2)]) == pytest.approx(1 / (0.16**2 / 71 + 0.84**2 / 2))
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(ValueError):
+        seeds_to_resolve(0.0, 0.01, 0.01, prompts=10)
+    with pytest.raises(ValueError):
+        seeds_to_resolve(0.02, -1.0, 0.01, prompts=10)
