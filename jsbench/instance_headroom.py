@@ -17,9 +17,13 @@ reaches 0 or below, the share is None: there is no headroom to recover.
 
 A learned row's per-image scores are means over its training seeds, so a prompt bootstrap cannot see the
 spread between training runs. `gain_se` (the leaderboard's seed-inclusive SE of instance − global, its
-`delta_global_stderr`, read by `leaderboard_gain_se`) makes up the difference: where it exceeds the
+`delta_global_stderr`, read by `leaderboard_gain`) makes up the difference: where it exceeds the
 bootstrap SE of the gain, every draw of the gain gets independent normal noise of the missing variance, so
-the gain's SE is the leaderboard's and the share's interval counts training seeds too.
+the gain's SE is the leaderboard's and the share's interval counts training seeds too. That SE has few
+degrees of freedom (`gain_df`, the leaderboard's `delta_global_df`: Satterthwaite over the prompt and seed
+terms, near S - 1 when the seeds dominate), so each draw's deviation from the gain is then divided by
+sqrt(chi2_df / df), one chi-square draw per bootstrap draw: the gain's draws are t_df times its SE, as the
+leaderboard's t interval is, and the share's interval widens with them.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ import numpy as np
 
 from jsbench import JsbenchError
 
-__all__ = ["HeadroomError", "instance_headroom", "headroom_sections", "leaderboard_gain_se"]
+__all__ = ["HeadroomError", "instance_headroom", "headroom_sections", "leaderboard_gain", "leaderboard_gain_se"]
 
 
 class HeadroomError(JsbenchError):
@@ -53,11 +57,12 @@ def headroom_sections(path: Path) -> list[tuple[str, int]]:
     return [k for k, methods in seen.items() if {"oss", "oss-image"} <= methods]
 
 
-def leaderboard_gain_se(csv_path: Path, backbone: str, steps: int, instance: str = "js",
-                        global_row: str = "global", model_id: str | None = None) -> float | None:
-    """The leaderboard's seed-inclusive SE of `instance` − global at (backbone, steps), overall; None when
-    the CSV has no such finite number (no file, no row, or a global row other than the learned `global`).
-    Refuses a file that is not a leaderboard CSV (read and validated by `leaderboard.read_committed`)."""
+def leaderboard_gain(csv_path: Path, backbone: str, steps: int, instance: str = "js",
+                     global_row: str = "global", model_id: str | None = None) -> tuple[float, float | None] | None:
+    """The leaderboard's seed-inclusive SE of `instance` − global at (backbone, steps), overall, and its df
+    (None when the CSV predates the df columns); None when the CSV has no such finite SE (no file, no row,
+    or a global row other than the learned `global`). Refuses a file that is not a leaderboard CSV (read
+    and validated by `leaderboard.read_committed`)."""
     import math
 
     from jsbench.leaderboard import read_committed
@@ -68,11 +73,21 @@ def leaderboard_gain_se(csv_path: Path, backbone: str, steps: int, instance: str
         rows = read_committed(csv_path)
     except JsbenchError as exc:
         raise HeadroomError(f"not a leaderboard CSV: {exc}") from None
-    found = [r.get("delta_global_stderr") for r in rows
+    found = [r for r in rows
              if (r["backbone"], r["method"], r["task"]) == (backbone, instance, "overall") and r["steps"] == str(steps)
              and model_id in (None, r["model_id"])]
-    value = float(found[-1]) if found and found[-1] else None  # the last, as for the scores file's entries
-    return value if value is not None and math.isfinite(value) else None
+    if not found or not found[-1].get("delta_global_stderr"):  # the last, as for the scores file's entries
+        return None
+    se = float(found[-1]["delta_global_stderr"])
+    df = float(found[-1]["delta_global_df"]) if found[-1].get("delta_global_df") else None
+    return (se, df if df is not None and df > 0 else None) if math.isfinite(se) else None
+
+
+def leaderboard_gain_se(csv_path: Path, backbone: str, steps: int, instance: str = "js",
+                        global_row: str = "global", model_id: str | None = None) -> float | None:
+    """The SE of `leaderboard_gain` alone."""
+    found = leaderboard_gain(csv_path, backbone, steps, instance, global_row, model_id)
+    return None if found is None else found[0]
 
 
 def _overall(diff: np.ndarray, task_index: np.ndarray, tasks: int) -> float:
@@ -83,9 +98,10 @@ def _overall(diff: np.ndarray, task_index: np.ndarray, tasks: int) -> float:
 
 
 def instance_headroom(path: Path, backbone: str, steps: int, instance: str = "js", global_row: str = "global",
-                      bootstrap: int = 2000, seed: int = 0, gain_se: float | None = None) -> dict:
+                      bootstrap: int = 2000, seed: int = 0, gain_se: float | None = None, gain_df: float | None = None) -> dict:
     """headroom, gain and share (see the module docstring) with bootstrap SEs and 95% intervals; `gain_se`:
-    the gain's seed-inclusive SE, a floor on the bootstrap's (module docstring)."""
+    the gain's seed-inclusive SE, a floor on the bootstrap's, and `gain_df` its degrees of freedom (None:
+    the normal), which make the gain's draws t-distributed where the floor applies (module docstring)."""
     want = {"oss": None, "oss-image": None, instance: None, global_row: None}
     for e in _entries(path):
         if e["backbone"] == backbone and int(e["steps"]) == steps and e["method"] in want:
@@ -112,12 +128,16 @@ def instance_headroom(path: Path, backbone: str, steps: int, instance: str = "js
         boot_gain[b] = _overall(gain[idx], task_index[idx], len(names))
     h, g = _overall(head, task_index, len(names)), _overall(gain, task_index, len(names))
     missing_var = (gain_se or 0.0) ** 2 - float(np.var(boot_gain, ddof=1))
-    if missing_var > 0:  # the spread between training seeds, which the prompt bootstrap cannot see
+    floored = missing_var > 0
+    if floored:  # the spread between training seeds, which the prompt bootstrap cannot see
         boot_gain = boot_gain + rng.normal(0.0, np.sqrt(missing_var), size=bootstrap)
+        if gain_df is not None and np.isfinite(gain_df):
+            # normal / sqrt(chi2_df / df) is t_df: the draws' spread is the leaderboard's t, not the normal
+            boot_gain = g + (boot_gain - g) / np.sqrt(rng.chisquare(gain_df, size=bootstrap) / gain_df)
 
-    def summary(point, draws):
+    def summary(point, draws, se=None):
         lo, hi = np.percentile(draws, [2.5, 97.5])
-        return {"value": point, "se": float(np.std(draws, ddof=1)), "ci95": [float(lo), float(hi)]}
+        return {"value": point, "se": float(np.std(draws, ddof=1)) if se is None else se, "ci95": [float(lo), float(hi)]}
 
     headroom = summary(h, boot_head)
     share = None  # a share of a headroom that may be 0 or negative is not a number worth printing
@@ -125,4 +145,6 @@ def instance_headroom(path: Path, backbone: str, steps: int, instance: str = "js
         lo, hi = np.percentile(boot_gain / boot_head, [2.5, 97.5])  # every draw's headroom is > 0 here
         share = {"value": g / h, "ci95": [float(lo), float(hi)]}
     return {"backbone": backbone, "steps": steps, "instance": instance, "global": global_row, "prompts": P, "seeds": S,
-            "bootstrap": bootstrap, "seed": seed, "gain_se_floor": gain_se, "headroom": headroom, "gain": summary(g, boot_gain), "share": share}
+            "bootstrap": bootstrap, "seed": seed, "gain_se_floor": gain_se, "gain_df": gain_df if floored else None, "headroom": headroom,
+            # floored: the SE is the leaderboard's (a t draw's SD is unstable, and infinite at df <= 2)
+            "gain": summary(g, boot_gain, se=float(gain_se) if floored else None), "share": share}

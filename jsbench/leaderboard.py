@@ -3,6 +3,11 @@
 One table per (backbone, model, steps): a row per method, per-task columns, the overall score with
 its standard error, and the paired difference to the default schedule. A cross-budget table puts
 the overall score of each method at every step budget side by side.
+
+Every overall value and paired difference carries the degrees of freedom of its SE (jsbench.stats) and
+its 95 % Student-t interval: in the CSV for every row (`df`, `ci_low`, `ci_high` and the same for
+`delta_` and `delta_global_`), on the page beside the ± of learned rows, whose few training seeds make
+the interval much wider than ±2 SE.
 """
 
 from __future__ import annotations
@@ -15,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jsbench import JsbenchError
-from jsbench.results import PROVENANCE_FIELDS, Record, latest, paired_metrics
-from jsbench.stats import SE_LEGEND, TWO_LEVEL_LEGEND
+from jsbench.results import PROVENANCE_FIELDS, Record, latest, paired_estimates
+from jsbench.stats import SE_LEGEND, T_LEGEND, TWO_LEVEL_LEGEND, t_interval
 
 OVERALL_RULES = {"ocr": "overall = every image pooled, as MARIO-Eval pools"}  # else GenEval's mean of the task means
 METHOD_ORDER = ["default", "uniform", "global", "js", "js (prompt-only)", "js-plugin", "rloo", "xctx", "none"]
@@ -45,6 +50,47 @@ def _fmt(value: float | None, stderr: float | None = None, signed: bool = False)
     if stderr is not None and not (isinstance(stderr, float) and math.isnan(stderr)):
         text += f" ± {stderr:.3f}"
     return text
+
+
+def interval(value: float | None, stderr: float | None, df: float | None) -> tuple[float | None, float | None]:
+    """The 95 % Student-t interval of a value with its SE and df (jsbench.stats.t_interval); (None, None)
+    where any of them is unknown (an older CSV without df)."""
+    if value is None or stderr is None or df is None or any(math.isnan(x) for x in (value, stderr, df)):
+        return None, None
+    return t_interval(value, stderr, df)
+
+
+def shows_interval(row: dict) -> bool:
+    """Whether the page shows a row's t intervals beside its ±: learned rows, whose training-seed term has
+    few df (another row's interval is ±2 SE to the printed digit: its prompts give it tens of df)."""
+    return bool(row.get("train_seeds"))
+
+
+# (value, stderr, df) keys of each uncertain number a row carries: overall, Δ vs default, Δ vs global
+ROW_NUMBERS = {"": ("overall", "stderr", "df"), "delta_": ("delta", "delta_stderr", "delta_df"),
+               "delta_global_": ("delta_global", "delta_global_stderr", "delta_global_df")}
+
+
+def row_interval(row: dict, prefix: str = "") -> tuple[float | None, float | None]:
+    """A row's 95 % t interval of its overall (prefix ""), Δ vs default ("delta_") or Δ vs global
+    ("delta_global_"): as its CSV wrote it when read from one (recomputed from the rounded value, SE and
+    df it would move in the last digit), else from its value, SE and df."""
+    written = (row.get("intervals") or {}).get(prefix)
+    if written is not None:
+        return written
+    value, stderr, df = ROW_NUMBERS[prefix]
+    return interval(row.get(value), row.get(stderr), row.get(df))
+
+
+def row_cell(row: dict, prefix: str = "", sep: str = " ") -> str:
+    """The page's cell of a row's overall (prefix ""), Δ vs default ("delta_") or Δ vs global ("delta_global_"):
+    value ± SE, and for a learned row its 95 % t interval."""
+    value, stderr, _ = ROW_NUMBERS[prefix]
+    text = _fmt(row.get(value), row.get(stderr), signed=bool(prefix))
+    lo, hi = row_interval(row, prefix) if shows_interval(row) and text != "–" and row.get(stderr) is not None else (None, None)
+    if lo is None:
+        return text
+    return text + sep + (f"[{lo:+.3f}, {hi:+.3f}]" if prefix else f"[{lo:.3f}, {hi:.3f}]")
 
 
 @dataclass
@@ -123,6 +169,8 @@ def build_tables(records: list[Record], suite: str, metric: str) -> list[Table]:
                     "stderr": overall.stderr,
                     "delta": overall.delta_vs_default,
                     "delta_stderr": overall.delta_stderr,
+                    "df": overall.df,  # of stderr and delta_stderr (None: not recorded)
+                    "delta_df": overall.delta_df,
                     "n_images": overall.n_images,
                     "train_seeds": overall.train_seeds,  # a learned row: the training seeds it averages (None: not learned)
                     "converged": overall.converged,  # a learned row: every seed's manifest says converged
@@ -146,10 +194,13 @@ def method_cell(row: dict) -> str:
 
 
 def table_legend(t: Table) -> list[str]:
-    """The lines under a table: what its ± is, how learned rows of several seeds count, the convergence mark."""
+    """The lines under a table: what its ± is, how learned rows of several seeds count, what their interval
+    is, the convergence mark."""
     out = [SE_LEGEND]
     if any((row.get("train_seeds") or 1) > 1 for row in t.rows):
         out.append(TWO_LEVEL_LEGEND)
+    if any(shows_interval(row) and row_interval(row)[0] is not None for row in t.rows):
+        out.append(T_LEGEND)
     if any(row.get("converged") is False for row in t.rows):
         out.append(NOT_CONVERGED_LEGEND)
     return out
@@ -188,8 +239,7 @@ def render_markdown(tables: list[Table], suite: str, metric: str, command: str, 
         out.append("|" + "|".join(["---"] * len(header)) + "|")
         for row in t.rows:
             cells = [method_cell(row), str(row["steps"]), str(row["train_seeds"]) if row.get("train_seeds") else "", *[_fmt(row[k]) for k in t.tasks],
-                     _fmt(row["overall"], row["stderr"]), _fmt(row["delta"], row["delta_stderr"], signed=True),
-                     _fmt(row.get("delta_global"), row.get("delta_global_stderr"), signed=True)]
+                     row_cell(row), row_cell(row, "delta_"), row_cell(row, "delta_global_")]
             out.append("| " + " | ".join(cells) + " |")
         out += ["", *table_legend(t), ""]
     cross = cross_budget(tables)
@@ -212,7 +262,7 @@ def section_counts(t: Table) -> str:
 
 def add_reference_deltas(tables: list[Table], run_of, suite, reference: str = "global") -> None:
     """Give every row of a section the paired difference of its overall score to the section's `reference`
-    row (the learned global schedule): `delta_global` and its standard error, from per-image differences
+    row (the learned global schedule): `delta_global`, its standard error and df, from per-image differences
     over the same prompts and seeds, aggregated as the suite aggregates scores. `run_of(table, row)` is
     the row's per-image run (an EvalRun) or None; rows without one, or not on the reference's prompts
     and seeds, get none."""
@@ -224,9 +274,10 @@ def add_reference_deltas(tables: list[Table], run_of, suite, reference: str = "g
             continue
         for row in t.rows:
             run = run_of(t, row) if row is not ref_row else None
-            paired = paired_metrics(suite, run, ref) if run is not None else None
+            paired = paired_estimates(suite, run, ref) if run is not None else None
             if paired and ("overall", metric) in paired:
-                row["delta_global"], row["delta_global_stderr"] = paired[("overall", metric)]
+                est = paired[("overall", metric)]
+                row["delta_global"], row["delta_global_stderr"], row["delta_global_df"] = est.value, est.stderr, est.df
 
 
 def cross_budget(tables: list[Table]) -> list[str]:
@@ -244,18 +295,24 @@ def cross_budget(tables: list[Table]) -> list[str]:
             cells = []
             for t in mine:
                 row = next((r for r in t.rows if r["method"] == m), None)
-                cells.append(_fmt(row["overall"], row["stderr"]) if row else "–")
+                cells.append(row_cell(row) if row else "–")
             out.append(f"| {m} | " + " | ".join(cells) + " |")
-        out += ["", SE_LEGEND, ""]
+        shown = any(shows_interval(r) and row_interval(r)[0] is not None for t in mine for r in t.rows)
+        out += ["", SE_LEGEND, *([T_LEGEND] if shown else []), ""]
     return out
 
 
+CI_FIELDS = ["df", "ci_low", "ci_high", "delta_df", "delta_ci_low", "delta_ci_high", "delta_global_df", "delta_global_ci_low", "delta_global_ci_high"]
 CSV_FIELDS = ["backbone", "model_id", "steps", "method", "task", "value", "stderr", "delta", "delta_stderr", "n_images", "budget", "command", *PROVENANCE_FIELDS,
-              "n_prompts", "delta_global", "delta_global_stderr", "train_seeds", "converged", "seed_base"]
+              "n_prompts", "delta_global", "delta_global_stderr", "train_seeds", "converged", "seed_base", *CI_FIELDS]
 # `steps` is the row's own budget (200 for the ceiling row), `budget` the section's; `command` made the section;
 # `n_images` and `n_prompts` are the line's own task's; `delta_global` (overall lines) is paired vs the global row;
 # `train_seeds`: the training seeds a learned row averages; `converged`: true/false from its manifests ("" unknown);
-# `seed_base`: image k of prompt p from noise_seed(p, seed_base + k) ("": an older page's shared seeds)
+# `seed_base`: image k of prompt p from noise_seed(p, seed_base + k) ("": an older page's shared seeds);
+# `df`, `ci_low`, `ci_high` (overall lines): the df of `stderr` and the 95 % Student-t interval of `value`
+# (jsbench.stats: prompts - 1, or for a learned row the Satterthwaite df of its prompt and seed terms); the
+# same for `delta` (`delta_df`, ...) and `delta_global` (`delta_global_df`, ...); "" where not recorded
+# (columns added last: readers by position of the earlier ones are unaffected, older CSVs lack them)
 
 
 def render_csv(tables: list[Table]) -> str:
@@ -273,9 +330,18 @@ def render_csv(tables: list[Table]) -> str:
                      *provenance_key(t.provenance), _count(row, task, 0),
                      _num(row.get("delta_global")) if task == "overall" else "", _num(row.get("delta_global_stderr")) if task == "overall" else "",
                      row.get("train_seeds") or "", "" if row.get("converged") is None else str(bool(row["converged"])).lower(),
-                     "" if t.seed_base is None else t.seed_base]
+                     "" if t.seed_base is None else t.seed_base, *(_ci_cells(row) if task == "overall" else [""] * len(CI_FIELDS))]
                 )
     return buf.getvalue()
+
+
+def _ci_cells(row: dict) -> list[str]:
+    """The CI_FIELDS of a row's overall line: df, ci_low, ci_high of the value, Δ vs default and Δ vs global."""
+    out = []
+    for prefix, (_, _, df) in ROW_NUMBERS.items():
+        lo, hi = row_interval(row, prefix)
+        out += [_num(row.get(df)), _num(lo), _num(hi)]
+    return out
 
 
 def _count(row: dict, task: str, which: int) -> int | str:
@@ -320,7 +386,10 @@ def tables_from_csv(rows: list[dict]) -> list[Table]:
         if r["task"] == "overall":
             row.update(overall=float(r["value"]), stderr=_float(r["stderr"]), delta=_float(r["delta"]),
                        delta_stderr=_float(r["delta_stderr"]), n_images=int(r["n_images"]) if r.get("n_images") else None,
-                       delta_global=_float(r.get("delta_global")), delta_global_stderr=_float(r.get("delta_global_stderr")))
+                       delta_global=_float(r.get("delta_global")), delta_global_stderr=_float(r.get("delta_global_stderr")),
+                       df=_float(r.get("df")), delta_df=_float(r.get("delta_df")), delta_global_df=_float(r.get("delta_global_df")),
+                       intervals={prefix: (_float(r.get(f"{prefix}ci_low")), _float(r.get(f"{prefix}ci_high"))) for prefix in ROW_NUMBERS
+                                  if r.get(f"{prefix}ci_low") and r.get(f"{prefix}ci_high")})
         else:
             if r["task"] not in g["tasks"]:
                 g["tasks"].append(r["task"])
@@ -358,7 +427,7 @@ def _num(v) -> str:
 
 REQUIRED_CSV_FIELDS = ("backbone", "model_id", "steps", "method", "task", "value")
 _INT_FIELDS = ("steps", "budget", "n_images", "n_prompts")
-_FLOAT_FIELDS = ("value", "stderr", "delta", "delta_stderr", "delta_global", "delta_global_stderr")
+_FLOAT_FIELDS = ("value", "stderr", "delta", "delta_stderr", "delta_global", "delta_global_stderr", *CI_FIELDS)
 
 
 def read_committed(path: str | Path, fields: list[str] | None = None) -> list[dict]:

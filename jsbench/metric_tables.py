@@ -4,7 +4,8 @@ The leaderboard ranks by the suite's primary metric; a suite that declares `lead
 suite: MARIO-Eval's accuracy, precision, recall, F-measure and the normalised edit distance) also gets
 `leaderboards/<suite>.metrics.csv` (one line per backbone, model, budget, row, task and metric) and a
 Markdown section per budget on its page. A compare replaces the budgets it evaluated and keeps the others,
-like the leaderboard itself.
+like the leaderboard itself. Each value's SE has its df and 95 % Student-t interval in the CSV (`df`,
+`ci_low`, `ci_high`, as the leaderboard's; "" in lines written before them).
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from typing import Sequence
 from jsbench.io import write_text_atomic
 from jsbench.leaderboard import method_rank, read_committed
 from jsbench.results import PROVENANCE_FIELDS, Record
+from jsbench.stats import SE_LEGEND, t_interval
 
 __all__ = ["METRICS_CSV_FIELDS", "metrics_csv_path", "metric_rows", "merge_metric_rows", "render_metric_tables", "write_metric_tables"]
 
 METRICS_CSV_FIELDS = ["backbone", "model_id", "steps", "method", "task", "metric", "value", "stderr", "n_images", "n_prompts",
-                      *PROVENANCE_FIELDS]
+                      *PROVENANCE_FIELDS, "df", "ci_low", "ci_high"]
 TITLES = {"accuracy": "accuracy", "precision": "precision", "recall": "recall", "f_measure": "F", "ned": "NED",
           "word_accuracy": "word acc."}
 
@@ -37,11 +39,14 @@ def metric_rows(records: Sequence[Record], metrics: Sequence[str], steps_list: S
     for r in records:
         if r.metric not in metrics:
             continue
+        df = math.nan if r.df is None else float(r.df)
+        lo, hi = t_interval(float(r.value), float(r.stderr), df)
+        interval = {k: "" if math.isnan(v) else repr(float(v)) for k, v in (("df", df), ("ci_low", lo), ("ci_high", hi))}
         for steps in ([r.budget] if r.budget is not None else list(steps_list)):
             out.append({"backbone": r.backbone, "model_id": r.model_id, "steps": str(steps), "method": r.method, "task": r.task,
                         "metric": r.metric, "value": repr(float(r.value)), "stderr": repr(float(r.stderr)),
                         "n_images": str(r.n_images), "n_prompts": str(r.n_prompts),
-                        **{f: str(getattr(r, f) or "") for f in PROVENANCE_FIELDS}})
+                        **{f: str(getattr(r, f) or "") for f in PROVENANCE_FIELDS}, **interval})
     return out
 
 
@@ -74,7 +79,7 @@ def render_metric_tables(rows: list[dict], metrics: Sequence[str], about: str = 
             for task in tasks:
                 if any((method, task, m) in cell for m in cols):
                     out.append(f"| {method} | {task} | " + " | ".join(cell.get((method, task, m), "–") for m in cols) + " |")
-        out.append("")
+        out += ["", SE_LEGEND, ""]
     return "\n".join(out)
 
 

@@ -18,7 +18,7 @@ from jsbench import JsbenchError, __version__
 from jsbench.evaluate import NOISE_SCHEME, EvalRun, ScheduleSource
 from jsbench.io import append_lines
 from jsbench.scoring.geneval_prompts import prompt_set_hash as entries_hash
-from jsbench.stats import paired_two_level, two_level
+from jsbench.stats import Estimate, paired_two_level_estimate, two_level_estimate
 from jsbench.suites.base import TaskMetric
 
 PROVENANCE_FIELDS = ("detector", "color_model", "prompt_set", "ocr_engine", "reward_model", "protocol", "guidance")
@@ -63,6 +63,10 @@ class Record:
     noise: str | None = None
     train_seeds: int | None = None  # a learned row: the training seeds it is the mean of (None: not learned)
     converged: bool | None = None  # a learned row: every seed's manifest says converged (None: not recorded)
+    # degrees of freedom of `stderr` and `delta_stderr` (jsbench.stats: prompts - 1, Satterthwaite over tasks
+    # and over the prompt and training-seed terms); None: not recorded (older records)
+    df: float | None = None
+    delta_df: float | None = None
 
     def key(self) -> tuple:
         return tuple(getattr(self, f) for f in KEY_FIELDS)
@@ -110,10 +114,14 @@ def _by_key(metrics) -> dict[tuple[str, str], object]:
     return {(m.task, m.metric): m for m in metrics}
 
 
+def _estimate(m: TaskMetric) -> Estimate:
+    return Estimate(m.value, m.stderr, m.n_images, m.n_prompts, df=math.nan if m.df is None else m.df)
+
+
 def run_metrics(suite, run: EvalRun) -> dict[tuple[str, str], TaskMetric]:
     """(task, metric) -> the suite's aggregate of a run. A learned row of several training seeds: the value
     is the mean over seeds of each seed's aggregate and the stderr the two-level one (jsbench.stats:
-    SE_prompt(per-image mean over seeds)^2 + var_seeds / S)."""
+    SE_prompt(per-image mean over seeds)^2 + var_seeds / S), df its Satterthwaite df."""
     items = [it for it, _ in run.rows()]
     pooled = _by_key(suite.aggregate(run.scores, items))
     if run.train_seeds == 1:
@@ -121,17 +129,17 @@ def run_metrics(suite, run: EvalRun) -> dict[tuple[str, str], TaskMetric]:
     per_seed = [_by_key(suite.aggregate(scores, items)) for scores in run.per_seed()]
     out = {}
     for key, m in pooled.items():
-        value, se = two_level([ps[key].value for ps in per_seed if key in ps], m.stderr)
-        out[key] = replace(m, value=value, stderr=se)
+        est = two_level_estimate([ps[key].value for ps in per_seed if key in ps], _estimate(m))
+        out[key] = replace(m, value=est.value, stderr=est.stderr, df=est.df)
     return out
 
 
-def paired_metrics(suite, run: EvalRun, reference: EvalRun) -> dict[tuple[str, str], tuple[float, float]] | None:
-    """(task, metric) -> (mean, stderr) of the paired difference run - reference on the same images,
-    aggregated as the suite aggregates scores (prompt-clustered, jsbench.stats); None when the two runs
-    are not on the same prompts and seeds (nothing to pair). Rows of several training seeds: the mean over
-    seeds of each seed's paired difference (seed s against seed s when both have as many seeds, else
-    against the other row's seed mean), with the two-level stderr."""
+def paired_estimates(suite, run: EvalRun, reference: EvalRun) -> dict[tuple[str, str], Estimate] | None:
+    """(task, metric) -> the paired difference run - reference on the same images (an Estimate: value, SE,
+    df, t interval), aggregated as the suite aggregates scores (prompt-clustered, jsbench.stats); None when
+    the two runs are not on the same prompts and seeds (nothing to pair). Rows of several training seeds:
+    the mean over seeds of each seed's paired difference (seed s against seed s when both have as many
+    seeds, else against the other row's seed mean), with the two-level stderr and its Satterthwaite df."""
     rows = run.rows()
     if [(it.prompt, s) for it, s in reference.rows()] != [(it.prompt, s) for it, s in rows]:
         return None
@@ -139,15 +147,21 @@ def paired_metrics(suite, run: EvalRun, reference: EvalRun) -> dict[tuple[str, s
     diff_scores = [{k: a[k] - b[k] for k in a if k in b} for a, b in zip(run.scores, reference.scores)]
     pooled = _by_key(suite.aggregate(diff_scores, items))
     if run.train_seeds == 1 and reference.train_seeds == 1:
-        return {key: (m.value, m.stderr) for key, m in pooled.items()}
+        return {key: _estimate(m) for key, m in pooled.items()}
     a_seeds = [_by_key(suite.aggregate(scores, items)) for scores in run.per_seed()]
     b_seeds = [_by_key(suite.aggregate(scores, items)) for scores in reference.per_seed()]
     out = {}
     for key, m in pooled.items():
         a = [ps[key].value for ps in a_seeds if key in ps]
         b = [ps[key].value for ps in b_seeds if key in ps]
-        out[key] = paired_two_level(a, b, m.stderr) if a and b else (m.value, m.stderr)
+        out[key] = paired_two_level_estimate(a, b, _estimate(m)) if a and b else _estimate(m)
     return out
+
+
+def paired_metrics(suite, run: EvalRun, reference: EvalRun) -> dict[tuple[str, str], tuple[float, float]] | None:
+    """`paired_estimates` as (mean, stderr) pairs."""
+    paired = paired_estimates(suite, run, reference)
+    return None if paired is None else {key: (e.value, e.stderr) for key, e in paired.items()}
 
 
 def make_records(backbone, suite, source: ScheduleSource, run: EvalRun, reference: EvalRun | None = None) -> list[Record]:
@@ -162,14 +176,14 @@ def make_records(backbone, suite, source: ScheduleSource, run: EvalRun, referenc
     metrics = list(run_metrics(suite, run).values())
     deltas = {}
     if reference is not None:
-        deltas = paired_metrics(suite, run, reference)
+        deltas = paired_estimates(suite, run, reference)
         if deltas is None:
             raise JsbenchError("paired comparison needs the same prompts and seeds")
     commit, now = git_commit(), time.time()
     seed_manifests = getattr(source, "seed_manifests", None) or ([source.manifest] if getattr(source, "manifest", None) else [])
     out = []
     for m in metrics:
-        d = deltas.get((m.task, m.metric), (None, None))
+        d = deltas.get((m.task, m.metric))
         out.append(
             Record(
                 backbone=backbone.name,
@@ -190,13 +204,15 @@ def make_records(backbone, suite, source: ScheduleSource, run: EvalRun, referenc
                 jsbench_version=__version__,
                 git_commit=commit,
                 created=now,
-                delta_vs_default=d[0],
-                delta_stderr=d[1],
+                delta_vs_default=None if d is None else d.value,
+                delta_stderr=None if d is None else d.stderr,
                 **provenance,
                 seed_base=run.seeds[0] if run.seeds else None,
                 noise=NOISE_SCHEME,
                 train_seeds=run.train_seeds if source.spec.startswith("policy:") else None,
                 converged=manifests_converged(seed_manifests),
+                df=m.df,
+                delta_df=None if d is None else d.df,
             )
         )
     return out
@@ -253,4 +269,4 @@ def latest(records: list[Record]) -> list[Record]:
     return list(newest.values())
 
 
-__all__ = ["Record", "KEY_FIELDS", "PROVENANCE_FIELDS", "make_records", "paired_metrics", "run_metrics", "manifests_converged", "suite_provenance", "prompt_set_hash", "append_records", "read_records", "latest"]
+__all__ = ["Record", "KEY_FIELDS", "PROVENANCE_FIELDS", "make_records", "paired_metrics", "paired_estimates", "run_metrics", "manifests_converged", "suite_provenance", "prompt_set_hash", "append_records", "read_records", "latest"]

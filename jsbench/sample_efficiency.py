@@ -7,7 +7,8 @@ only through the baseline: runs are paired by seed. Per run:
   measure of how fast and how far it rose;
 - held-out: the final policy's deterministic schedule scored on the suite's test prompts.
 Per (K, baseline b) the mean over seeds, and per b the paired difference b − rloo over the seeds where
-neither run collapsed: mean, SE over seeds (sd / sqrt(S)), and a seeded bootstrap CI (jsbench.stats).
+neither run collapsed: mean, SE over seeds (sd / sqrt(S)), and the 95 % Student-t interval at S - 1 df
+(jsbench.stats; a percentile bootstrap over a handful of seeds is far too narrow).
 A run collapsed when its final reward (mean of the last `window` updates) fell below COLLAPSE_FRACTION
 of its starting reward (the first `window`), or is not finite: it is flagged and left out, not scored.
 """
@@ -21,7 +22,7 @@ import time
 from pathlib import Path
 
 from jsbench.io import write_text_atomic
-from jsbench.stats import cluster_bootstrap_ci, naive_mean
+from jsbench.stats import naive_mean
 
 COLLAPSE_FRACTION = 0.5
 
@@ -73,15 +74,17 @@ def collapsed(rewards: list[float], window: int) -> bool:
     return final < COLLAPSE_FRACTION * start
 
 
-def paired_difference(values_b: dict[int, float], values_ref: dict[int, float], ci_seed: int = 0) -> dict:
-    """b − ref paired by training seed (the seeds both have): mean, SE over seeds, 95% bootstrap CI, and
-    what it says ('above', 'below', or 'not resolved' when the CI holds 0)."""
+def paired_difference(values_b: dict[int, float], values_ref: dict[int, float]) -> dict:
+    """b − ref paired by training seed (the seeds both have): mean, SE over seeds with its S - 1 df, the 95 %
+    t interval, the two-sided p, and what it says ('above', 'below', or 'not resolved' when the interval
+    holds 0)."""
     seeds = sorted(set(values_b) & set(values_ref))
     diffs = [values_b[s] - values_ref[s] for s in seeds]
     est = naive_mean(diffs)  # each seed an independent draw
-    ci = cluster_bootstrap_ci(diffs, seeds, seed=ci_seed) if len(diffs) > 1 else (math.nan, math.nan)
+    ci = est.interval() if len(diffs) > 1 else (math.nan, math.nan)
     verdict = "above" if ci[0] > 0 else "below" if ci[1] < 0 else "not resolved"
-    return {"seeds": seeds, "per_seed": diffs, "mean": est.value, "se": est.stderr, "ci95": list(ci), "verdict": verdict}
+    return {"seeds": seeds, "per_seed": diffs, "mean": est.value, "se": est.stderr, "df": len(diffs) - 1, "ci95": list(ci), "p": est.p,
+            "verdict": verdict}
 
 
 def summarise(runs: dict[tuple[int, str], list[dict]], K: int, window: int, baselines: list[str], reference: str = "rloo") -> dict:

@@ -14,6 +14,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from rich import box
+from rich.markup import escape
 from rich.table import Table as RichTable
 
 COMPARE_FOOTNOTE = "overall = mean of the task means (ocr: every image pooled); --tasks adds a column per task, --format csv|json gives every value"
@@ -72,24 +73,22 @@ def sections_text(fmt: str, tables, suite: str) -> str:
     return json.dumps(sections, indent=1) + "\n"
 
 
-def _paired(value, stderr) -> str:
-    return "–" if value is None else f"{value:+.3f} ± {stderr:.3f}"
-
-
 def compare_tables(tables, suite: str, tasks: bool = False) -> list[RichTable]:
-    """A narrow table (80 columns) per evaluated section; `tasks` adds a column per task."""
+    """A narrow table (80 columns) per evaluated section; `tasks` adds a column per task. A learned row's
+    95 % t interval sits under its value ± SE (a second line, so the columns keep their width)."""
     out = []
     for t in tables:
-        from jsbench.leaderboard import method_cell, table_legend
+        from jsbench.leaderboard import method_cell, row_cell, table_legend
 
         vs_global = any(row.get("delta_global") is not None for row in t.rows)
-        table = plain_table(f"{suite} · {t.backbone} · {t.steps} steps", caption="\n".join(table_legend(t)))
+        # escaped: rich reads the interval legend's "[lo, hi]" as a style tag
+        table = plain_table(f"{suite} · {t.backbone} · {t.steps} steps", caption=escape("\n".join(table_legend(t))))
         for col in ["method", "steps", *(t.tasks if tasks else []), "overall ± SE", "Δ vs default", *(["Δ vs global"] if vs_global else [])]:
             table.add_column(col, overflow="fold", justify="left" if col == "method" else "right")
         for row in t.rows:
             cells = [f"{row[k]:.3f}" if row[k] is not None else "–" for k in t.tasks] if tasks else []
-            table.add_row(method_cell(row), str(row["steps"]), *cells, f"{row['overall']:.3f} ± {row['stderr']:.3f}", _paired(row["delta"], row["delta_stderr"]),
-                          *([_paired(row.get("delta_global"), row.get("delta_global_stderr"))] if vs_global else []))
+            table.add_row(method_cell(row), str(row["steps"]), *cells, row_cell(row, sep="\n"), row_cell(row, "delta_", sep="\n"),
+                          *([row_cell(row, "delta_global_", sep="\n")] if vs_global else []))
         out.append(table)
     return out
 

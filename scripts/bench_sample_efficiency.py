@@ -5,7 +5,7 @@ Every baseline trains the same policy from the same initialisation on the same c
 runs of one training seed are paired. Reported per (K, baseline), at K = 2 (the method's own setting)
 beside K = 4: the AUC of the training reward (mean reward over the updates) and the held-out score of
 the final policy, and per baseline the paired difference to RLOO over the seeds with its SE and 95%
-bootstrap CI. Collapsed runs (final reward below half the starting one) are flagged and left out. The
+Student-t interval (S - 1 df). Collapsed runs (final reward below half the starting one) are flagged and left out. The
 logic is jsbench.sample_efficiency; settings follow scripts/train_policies.sh (geneval, lr 0.01).
 
     python scripts/bench_sample_efficiency.py --seeds 0 1 2 3 4 5 6 7          # the measurement (>= 8 seeds)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from jsbench import JsbenchError
-from jsbench.instance_headroom import headroom_sections, instance_headroom, leaderboard_gain_se
+from jsbench.instance_headroom import headroom_sections, instance_headroom, leaderboard_gain
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -35,9 +35,10 @@ def main() -> int:
         # the gain's SE counts training seeds: the leaderboard CSV beside the scores file holds it
         name = args.scores.name
         board = args.scores.with_name(name[: -len(".scores.jsonl")] + ".csv") if name.endswith(".scores.jsonl") else None
-        results = [instance_headroom(args.scores, b, n, args.instance, args.global_row, args.bootstrap,
-                                     gain_se=leaderboard_gain_se(board, b, n, args.instance, args.global_row) if board else None)
-                   for b, n in sections]
+        results = []
+        for b, n in sections:
+            se, df = (leaderboard_gain(board, b, n, args.instance, args.global_row) if board else None) or (None, None)
+            results.append(instance_headroom(args.scores, b, n, args.instance, args.global_row, args.bootstrap, gain_se=se, gain_df=df))
     except JsbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -53,10 +54,12 @@ def main() -> int:
         print(f"| {r['backbone']} | {r['steps']} | {h['value']:+.3f} ± {h['se']:.3f} | {g['value']:+.3f} ± {g['se']:.3f} | {share} |")
     floored = [r["gain_se_floor"] is not None for r in results]
     pair = f"{args.instance} − {args.global_row}"
+    # t where the leaderboard gives the SE's df (a CSV written before its df columns: the normal)
+    t_note = " (t at its df)" if any(r["gain_df"] is not None for r in results) else ""
     if all(floored):
-        gain_note = f"{pair}: at least the leaderboard's SE, which counts training seeds"
+        gain_note = f"{pair}: at least the leaderboard's SE, which counts training seeds{t_note}"
     elif any(floored):
-        gain_note = (f"{pair}: at least the leaderboard's SE, which counts training seeds, for "
+        gain_note = (f"{pair}: at least the leaderboard's SE, which counts training seeds{t_note}, for "
                      + ", ".join(f"{r['backbone']} {r['steps']}" for r, f in zip(results, floored) if f) + "; prompts only elsewhere")
     else:
         gain_note = f"{pair}: prompts only (no leaderboard SE that counts training seeds for this pair)"

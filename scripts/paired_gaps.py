@@ -1,12 +1,21 @@
 #!/usr/bin/env python
-"""Paired comparisons of the shipped analytic policies on held-out prompts and seeds (issue 2's numbers).
+"""Paired comparisons of the shipped analytic policies on held-out prompts and
+seeds (issue 2's numbers).
 
-    python scripts/paired_gaps.py [--steps 3 5] [--seeds 16] [--write | --out PATH]
+    python scripts/paired_gaps.py [--steps 3 5] [--seeds 16] [--write | --out F]
 
-For each budget: overall GenEval score of default, global, js (prompt + noise), js (prompt-only), rloo,
-xctx and the 200-step ceiling; paired differences (same prompts, same seeds) with standard errors;
-and the share of the default-to-ceiling gap each method recovers. Prints them; writes JSON only when told:
---write replaces the committed bench/results/paired_gaps.json, --out PATH writes elsewhere.
+For each budget: overall GenEval score of default, every learned row under
+policies/analytic/ (each the mean of its training seeds' policies,
+<row>/seed<S>/, as `jsbench compare` evaluates it) and the 200-step ceiling;
+the paired differences the leaderboard does not show (js − rloo, js − js
+(prompt-only), js − xctx, beside global − default, js − global, js − default)
+on the same prompts and seeds, each with its two-level SE, that SE's degrees of
+freedom and the 95 % Student-t interval (jsbench.stats); and the share of the
+default-to-ceiling gap each method recovers. A difference is "resolved" when
+its t interval excludes 0: with three training seeds the seed term leaves few
+df, so a difference of 2-3 SE often is not. Prints them; writes JSON only when
+told: --write replaces the committed bench/results/paired_gaps.json, --out PATH
+writes elsewhere.
 """
 
 from __future__ import annotations
@@ -15,67 +24,72 @@ import argparse
 from pathlib import Path
 
 from jsbench.backbones import load_backbone
-from jsbench.evaluate import evaluate, resolve_schedule
+from jsbench.compare import evaluate_learned_row, shipped_policies
+from jsbench.evaluate import EVAL_SEED_BASE, evaluate, resolve_schedule
 from jsbench.io import add_result_options, write_result
-from jsbench.stats import cluster_mean, weighted_overall
+from jsbench.results import paired_estimates, run_metrics
+from jsbench.stats import Estimate
 from jsbench.suites import load_suite
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "bench" / "results" / "paired_gaps.json"
+# (a, b) contrasts a − b, by row label; a pair with a row not shipped at a budget is left out
+PAIRS = [("global", "default"), ("js", "global"), ("js", "default"), ("js", "js (prompt-only)"), ("js", "rloo"), ("js", "xctx")]
 
 
-def task_scores(run):
-    """{task: [(prompt, correct) per image]} in a fixed (prompt, image) order."""
-    out: dict[str, list[tuple[str, float]]] = {}
-    for (it, _), sc in zip(run.rows(), run.scores):
-        out.setdefault(it.task, []).append((it.prompt, sc["correct"]))
-    return out
+def overall(suite, run) -> Estimate:
+    """The run's overall score: GenEval's mean of task means, its prompt-clustered SE (two-level for a learned
+    row of several training seeds) and that SE's df."""
+    m = run_metrics(suite, run)[("overall", suite.primary_metric)]
+    return Estimate(m.value, m.stderr, m.n_images, m.n_prompts, df=m.df)
 
 
-def overall(per_task):
-    """GenEval's overall (mean of task means) and its standard error from the per-task prompt-clustered
-    standard errors (jsbench.stats)."""
-    est = weighted_overall([cluster_mean([v for _, v in xs], [p for p, _ in xs]) for xs in per_task.values()])
-    return est.value, est.stderr
-
-
-def paired(a, b):
-    return overall({t: [(p, x - y) for (p, x), (_, y) in zip(a[t], b[t])] for t in a})
+def summary(est: Estimate) -> dict:
+    lo, hi = est.interval()
+    return {"stderr": est.stderr, "df": est.df, "ci95": [lo, hi]}
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--steps", type=int, nargs="+", default=[3, 5])
-    p.add_argument("--seeds", type=int, default=16)
-    p.add_argument("--policies", type=Path, default=ROOT / "policies" / "analytic")
+    p.add_argument("--seeds", type=int, default=16, help="images per prompt")
+    p.add_argument("--policies", type=Path, default=ROOT / "policies", help="the policies root (rows under <root>/analytic/)")
     add_result_options(p, "bench/results/paired_gaps.json")
     args = p.parse_args(argv)
     bb = load_backbone("analytic")
     suite = load_suite("geneval", bb)
-    ceiling_run = evaluate(bb, suite, resolve_schedule("ceiling", bb, 200), args.seeds, progress=False)
-    c_mean, _ = overall(task_scores(ceiling_run))
+
+    def run_of(spec, n):
+        return evaluate(bb, suite, resolve_schedule(spec, bb, n), args.seeds, seed_base=EVAL_SEED_BASE, progress=False)
+
+    c_mean = overall(suite, run_of("ceiling", 200)).value
     report = {}
     for n in args.steps:
-        specs = {"default": "default"}
-        for name in ("global", "js", "js-prompt", "rloo", "xctx"):
-            if (args.policies / f"{name}-n{n}" / "manifest.json").exists():
-                specs[name] = f"policy:{args.policies / f'{name}-n{n}'}"
-        scores = {k: task_scores(evaluate(bb, suite, resolve_schedule(v, bb, n), args.seeds, progress=False)) for k, v in specs.items()}
-        d_mean, _ = overall(scores["default"])
+        runs = {"default": run_of("default", n)}
+        train_seeds = {"default": None}
+        for seed_folders in shipped_policies(args.policies, bb.name, n, suite.name):
+            source, run = evaluate_learned_row(bb, suite, seed_folders, n, seeds=args.seeds, seed_base=EVAL_SEED_BASE)
+            runs[source.label], train_seeds[source.label] = run, run.train_seeds
+        d_mean = overall(suite, runs["default"]).value
         rows = {}
-        print(f"\n== {n} steps ({sum(map(len, scores['default'].values()))} images; ceiling {c_mean:.3f})")
-        for k, xs in scores.items():
-            m, se = overall(xs)
-            rows[k] = {"overall": m, "stderr": se, "gap_recovered": (m - d_mean) / (c_mean - d_mean)}
-            print(f"  {k:<10} {m:.3f} ± {se:.3f}   gap recovered {rows[k]['gap_recovered']:.1%}")
-        pairs = [("global", "default"), ("js", "global"), ("js", "default"), ("js", "js-prompt"), ("js", "rloo"), ("js", "xctx")]
-        for a, b in pairs:
-            if a in scores and b in scores:
-                m, se = paired(scores[a], scores[b])
-                rows[f"{a} - {b}"] = {"diff": m, "stderr": se, "outside_2se": abs(m) > 2 * se}
-                print(f"  {a} − {b}: {m:+.3f} ± {se:.3f}{'  (outside 2 SE)' if abs(m) > 2 * se else ''}")
+        print(f"\n== {n} steps ({len(runs['default'].scores)} images; ceiling {c_mean:.3f})")
+        for k, run in runs.items():
+            est = overall(suite, run)
+            lo, hi = est.interval()
+            rows[k] = {"overall": est.value, **summary(est), "train_seeds": train_seeds[k], "gap_recovered": (est.value - d_mean) / (c_mean - d_mean)}
+            seeds = f"  ({train_seeds[k]} training seeds)" if train_seeds[k] else ""
+            print(f"  {k:<17} {est.value:.3f} ± {est.stderr:.3f} [{lo:.3f}, {hi:.3f}]   gap recovered {rows[k]['gap_recovered']:.1%}{seeds}")
+        for a, b in PAIRS:
+            if a in runs and b in runs:
+                est = paired_estimates(suite, runs[a], runs[b])[("overall", suite.primary_metric)]
+                lo, hi = est.interval()
+                resolved = lo > 0 or hi < 0
+                rows[f"{a} - {b}"] = {"diff": est.value, **summary(est), "p": est.p, "resolved": resolved}
+                print(f"  {a} − {b}: {est.value:+.3f} ± {est.stderr:.3f} [{lo:+.3f}, {hi:+.3f}] df {est.df:.1f} p {est.p:.3f}"
+                      + ("  (resolved)" if resolved else ""))
         report[n] = {"ceiling": c_mean, **rows}
-    print("± is one standard error, clustered by prompt.\n")
+    print("± is one standard error, clustered by prompt, two-level for learned rows; [lo, hi]: 95 % Student-t interval\n"
+          "at the SE's Satterthwaite df; resolved: the interval excludes 0.\n")
     write_result(report, write=args.write, out=args.out, committed=COMMITTED, root=ROOT, indent=2)
 
 

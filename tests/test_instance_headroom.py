@@ -72,13 +72,34 @@ def test_gain_se_counts_training_seeds(tmp_path):
     assert instance_headroom(path, "w", 3, bootstrap=2000, gain_se=1e-6)["gain"] == plain["gain"]
 
 
+def test_a_floored_gain_is_t_distributed_at_the_leaderboards_df(tmp_path):
+    """Three training seeds leave the gain's SE with few df: its draws are t_df times that SE, so its 95 %
+    interval is about -+ t_{0.975, df} SE (4.30 at df 2), not -+ 1.96 SE, and the share's widens with it."""
+    from jsbench.stats import t_quantile
+
+    entries = [_entry("oss", [0, 0, 0, 1, 1, 1]), _entry("oss-image", [1, 1, 1, 1, 1, 1]),
+               _entry("global", [0, 0, 0, 0, 0, 0]), _entry("js", [1, 0, 0, 0, 0, 0])]
+    path = _write(tmp_path / "s.jsonl", entries)
+    normal = instance_headroom(path, "w", 3, bootstrap=20000, gain_se=0.3)
+    t2 = instance_headroom(path, "w", 3, bootstrap=20000, gain_se=0.3, gain_df=2)
+    assert t2["gain_df"] == 2 and normal["gain_df"] is None and t2["gain"]["se"] == 0.3
+    half = (t2["gain"]["ci95"][1] - t2["gain"]["ci95"][0]) / 2
+    assert half == pytest.approx(t_quantile(0.975, 2) * 0.3, rel=0.1)
+    assert (normal["gain"]["ci95"][1] - normal["gain"]["ci95"][0]) / 2 == pytest.approx(1.96 * 0.3, rel=0.1)
+    assert t2["share"]["ci95"][1] - t2["share"]["ci95"][0] > normal["share"]["ci95"][1] - normal["share"]["ci95"][0]
+
+
 def test_leaderboard_gain_se_reads_the_overall_row(tmp_path):
-    from jsbench.instance_headroom import leaderboard_gain_se
+    from jsbench.instance_headroom import leaderboard_gain, leaderboard_gain_se
 
     csv = tmp_path / "geneval.csv"
     csv.write_text("backbone,model_id,steps,method,task,value,delta_global_stderr\n"
                    "w,m,3,js,overall,0.5,0.056\nw,m,3,js,colors,0.5,0.2\nw,m,5,js,overall,0.5,\nw,m,3,global,overall,0.5,\n")
     assert leaderboard_gain_se(csv, "w", 3) == pytest.approx(0.056)
+    assert leaderboard_gain(csv, "w", 3) == pytest.approx((0.056, None))  # a CSV before the df columns
+    with_df = tmp_path / "with_df.csv"
+    with_df.write_text("backbone,model_id,steps,method,task,value,delta_global_stderr,delta_global_df\nw,m,3,js,overall,0.5,0.056,2.8\n")
+    assert leaderboard_gain(with_df, "w", 3) == pytest.approx((0.056, 2.8))
     assert leaderboard_gain_se(csv, "w", 5) is None
     assert leaderboard_gain_se(csv, "w", 3, global_row="searched") is None
     assert leaderboard_gain_se(tmp_path / "none.csv", "w", 3) is None

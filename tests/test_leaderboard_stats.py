@@ -78,6 +78,9 @@ def test_every_row_has_a_paired_delta_vs_global(board):
         overall = next(m for m in aggregate_by_task(diff, [it for it, _ in runs[method].rows()]) if m.task == "overall")
         assert rows[method]["delta_global"] == pytest.approx(overall.value)
         assert rows[method]["delta_global_stderr"] == pytest.approx(overall.stderr)
+        # one training seed: the df is the Satterthwaite df of the two tasks' clustered SEs (2 and 4 df)
+        a, b = (m.stderr**2 / 4 for m in aggregate_by_task(diff, [it for it, _ in runs[method].rows()]) if m.task != "overall")
+        assert rows[method]["delta_global_df"] == pytest.approx((a + b) ** 2 / (a**2 / 2 + b**2 / 4))
     # default's difference to global is minus global's to default
     assert rows["default"]["delta_global"] == pytest.approx(-rows["global"]["delta"])
     md = render_markdown(tables, "toy", "correct", "jsbench compare")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 
@@ -76,19 +77,47 @@ def test_multi_seed_row_is_the_mean_over_seeds_with_a_two_level_se(row, tmp_path
     lines = list(csv.DictReader(open(tmp_path / "lb" / "geneval.csv")))
     overall = {r["method"]: r for r in lines if r["task"] == "overall"}
     assert overall["global"]["train_seeds"] == "3" and overall["global"]["converged"] == "false" and overall["global"]["seed_base"] == "7"
+    # its SE's df is the Satterthwaite df of the prompt and seed terms: between the seeds' S - 1 = 2 and 2 + the prompts'
+    from jsbench.stats import t_interval
+
+    g = overall["global"]
+    assert 2 <= learned["df"] <= 2 + learned["counts"]["overall"][0] and float(g["df"]) == pytest.approx(learned["df"], abs=1e-6)
+    assert (float(g["ci_low"]), float(g["ci_high"])) == pytest.approx(t_interval(learned["overall"], learned["stderr"], learned["df"]), abs=1e-6)
+    assert (float(g["delta_ci_low"]), float(g["delta_ci_high"])) == pytest.approx(
+        t_interval(learned["delta"], learned["delta_stderr"], learned["delta_df"]), abs=1e-6)
+    assert overall["default"]["df"] and not overall["default"]["delta_df"]  # every row's value has its df; default has no Δ
     # a kept section (read back from the CSV) keeps its training seeds, convergence and seed base
-    from jsbench.leaderboard import read_committed, render_csv, tables_from_csv
+    from jsbench.leaderboard import read_committed, render_csv, render_markdown, tables_from_csv
 
     text = (tmp_path / "lb" / "geneval.csv").read_text()
     assert render_csv(tables_from_csv(read_committed(tmp_path / "lb" / "geneval.csv"))) == text
     md = (tmp_path / "lb" / "geneval.md").read_text()
     assert "| global † | 3 | 3 |" in md and "† not converged" in md and "SE² = SE_prompt² + var_seeds / S" in md
+    assert f"{float(g['value']):.3f} ± {float(g['stderr']):.3f} [{float(g['ci_low']):.3f}, {float(g['ci_high']):.3f}]" in md
+    assert "[lo, hi]: 95 % interval, Student t" in md
     assert "sha256(p, 7 + k)" in md
     assert "--seed-base 7" in compare_command("geneval", "analytic", [3], seed_base=7)  # the command each section shows
     # the committed per-image scores are the mean over seeds: the check pairs a fresh run with them exactly
     check = run_compare(bb, suite, [3], policies_dir=row, records_path=tmp_path / "r.jsonl", leaderboard_dir=tmp_path / "lb", seeds=2,
                         plots=False, progress=False, log=lambda m: None, seed_base=7, check=True)
     assert check.check.exit_code == 0 and all(r.delta == 0 for r in check.check.rows if r.method == "global")
+    # a leaderboard committed before the df and interval columns is still read and checked
+    from jsbench.leaderboard import CI_FIELDS
+
+    with open(tmp_path / "lb" / "geneval.csv", newline="") as f:
+        old_rows = list(csv.DictReader(f))
+    old_fields = [c for c in old_rows[0] if c not in CI_FIELDS]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, old_fields, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(old_rows)
+    (tmp_path / "lb" / "geneval.csv").write_text(buf.getvalue())
+    older = run_compare(bb, suite, [3], policies_dir=row, records_path=tmp_path / "r.jsonl", leaderboard_dir=tmp_path / "lb", seeds=2,
+                        plots=False, progress=False, log=lambda m: None, seed_base=7, check=True)
+    assert older.check.exit_code == 0 and [(r.method, r.task, r.verdict) for r in older.check.rows] == [
+        (r.method, r.task, r.verdict) for r in check.check.rows]
+    kept = tables_from_csv(read_committed(tmp_path / "lb" / "geneval.csv"))
+    assert "[lo, hi]" not in render_markdown(kept, "geneval", "correct", "jsbench compare")  # no df: no interval claimed
     # another seed base is other images: the check refuses to pair them
     from jsbench.report import CheckError
 

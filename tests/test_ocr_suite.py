@@ -87,3 +87,32 @@ def test_cli_refuses_ocr_on_worlds_without_text_before_loading(cli, command, bac
     code, out, err = cli(command, "--suite", "ocr", "--backbone", backbone, "--steps", "3", "--seeds", "1", "--no-progress")
     assert code == 2 and out == ""
     assert err.strip().count("\n") == 0 and backbone in err and "--backbone analytic" in err
+
+
+def test_overall_se_is_clustered_by_prompt(suite):
+    """Two images of each prompt read alike: the pooled `overall` and F count prompts, not images, so
+    their SEs are those of four prompt means, larger than the i.i.d. ones of eight images."""
+    import math
+
+    from jsbench.stats import cluster_mean, naive_mean
+
+    prompts = suite.items("test")[:4]
+    items = [it for it in prompts for _ in range(2)]
+    read = [1.0, 1.0, 0.0, 0.0, 1.0, 1.0, 0.0, 0.0]
+    precision = [1.0, 1.0, 0.5, 0.5, 1.0, 1.0, 0.0, 0.0]
+    scores = [{"word_accuracy": w, "precision": p, "recall": w} for w, p in zip(read, precision)]
+    metrics = {(m.task, m.metric): m for m in suite.aggregate(scores, items)}
+    overall = metrics[("overall", "word_accuracy")]
+    naive = naive_mean(read)
+    assert overall.value == 0.5 and overall.stderr == pytest.approx(cluster_mean(read, [it.prompt for it in items]).stderr)
+    assert overall.stderr == pytest.approx(math.sqrt(1 / 3 / 4))  # the SE of the four prompt means 1, 0, 1, 0
+    assert overall.stderr > naive.stderr and overall.df == 3
+    f = metrics[("overall", "f_measure")]
+    # the i.i.d. delta method: grad' cov(p, r) / n grad over the eight images
+    import numpy as np
+
+    pr = np.array([precision, read]).T
+    p, r = pr.mean(0)
+    grad = np.array([2 * r * r, 2 * p * p]) / (p + r) ** 2
+    iid = math.sqrt(float(grad @ (np.cov(pr.T) / len(pr)) @ grad))
+    assert f.stderr > iid and f.df == 3

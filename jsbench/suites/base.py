@@ -26,7 +26,8 @@ class EvalItem:
 
 @dataclass(frozen=True)
 class TaskMetric:
-    """An aggregated number: mean over images (or prompts) with its standard error and counts."""
+    """An aggregated number: mean over images (or prompts) with its standard error, counts and the SE's
+    degrees of freedom (jsbench.stats: prompts - 1 for one task, Satterthwaite over tasks; None: unknown)."""
 
     task: str
     metric: str
@@ -34,6 +35,7 @@ class TaskMetric:
     stderr: float
     n_images: int
     n_prompts: int
+    df: float | None = None
 
 
 class Suite(Protocol):
@@ -53,7 +55,8 @@ class Suite(Protocol):
 def aggregate_by_task(scores: Sequence[dict[str, float]], items: Sequence[EvalItem], weights: dict[str, float] | None = None) -> list[TaskMetric]:
     """Per task and metric the mean over images with its prompt-clustered standard error (jsbench.stats);
     'overall' is the weighted mean of the task means (`weights` by task, default equal: GenEval's
-    convention), its stderr sqrt(sum w_t^2 se_t^2) (tasks hold disjoint prompts)."""
+    convention), its stderr sqrt(sum w_t^2 se_t^2) (tasks hold disjoint prompts) with the Satterthwaite df
+    of those terms."""
     out: list[TaskMetric] = []
     tasks = list(dict.fromkeys(it.task for it in items))
     metrics = list(dict.fromkeys(k for s in scores for k in s))
@@ -65,11 +68,11 @@ def aggregate_by_task(scores: Sequence[dict[str, float]], items: Sequence[EvalIt
                 continue
             est = cluster_mean([v for v, _ in pairs], [p for _, p in pairs])
             n_prompts = len({it.prompt for it in items if it.task == task})
-            out.append(TaskMetric(task, metric, est.value, est.stderr, est.n, n_prompts))
+            out.append(TaskMetric(task, metric, est.value, est.stderr, est.n, n_prompts, est.df))
             task_estimates.append(est)
             task_weights.append(1.0 if weights is None else float(weights.get(task, 0.0)))
         if task_estimates:
             overall = weighted_overall(task_estimates, task_weights)
             n_images = sum(1 for s in scores if metric in s)
-            out.append(TaskMetric("overall", metric, overall.value, overall.stderr, n_images, len({it.prompt for it in items})))
+            out.append(TaskMetric("overall", metric, overall.value, overall.stderr, n_images, len({it.prompt for it in items}), overall.df))
     return out

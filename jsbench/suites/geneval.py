@@ -111,13 +111,13 @@ class RealGenEvalSuite(RealGenEvalScorer):
         if values:
             est = cluster_mean(values, [it.prompt for it in items])
             mean, se = est.value, est.stderr
-            metrics.append(TaskMetric("overall", "correct_images", mean, se, len(values), n_prompts))
+            metrics.append(TaskMetric("overall", "correct_images", mean, se, len(values), n_prompts, est.df))
             per_prompt: dict[str, bool] = {}
             for s, it in zip(scores, items):
                 per_prompt[it.prompt] = per_prompt.get(it.prompt, False) or s["correct"] > 0.5
             est = naive_mean([float(v) for v in per_prompt.values()])  # one value per prompt: its own cluster
             mean, se = est.value, est.stderr
-            metrics.append(TaskMetric("overall", "correct_prompts", mean, se, len(values), n_prompts))
+            metrics.append(TaskMetric("overall", "correct_prompts", mean, se, len(values), n_prompts, est.df))
         return sorted(metrics, key=lambda m: (m.metric, order.get(m.task, len(order))))
 
 

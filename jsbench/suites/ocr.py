@@ -7,7 +7,9 @@ single quotes). The task of an item is how many words it quotes (`one_word`, `tw
 Per image (see `jsbench.scoring.text.image_metrics`): MARIO-Eval's accuracy, precision and recall, plus
 word_accuracy, ned and ocr_reward. Aggregates as MARIO-Eval pools them: `overall` is the mean over every
 image (not the mean of task means), each task's mean beside it, and `f_measure` from the pooled precision
-and recall (per task from that task's), its standard error by the delta method. The headline is
+and recall (per task from that task's), its standard error by the delta method. Every standard error is
+clustered by prompt (jsbench.stats.cluster_mean: a prompt's images share its difficulty), the pooled
+`overall` and F's delta method too (the cluster-robust SE of each image's linearised F). The headline is
 `word_accuracy`: every quoted word read. Neither the engine nor the prompt set is MARIO-Eval's
 (MaskTextSpotterV3; six subsets), so absolute values are not the paper's: every record names the engine
 and the prompts' sha256.
@@ -18,7 +20,6 @@ refused when the suite is built, before any sampling (`require_text_backbone`).
 
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import numpy as np
@@ -26,7 +27,7 @@ import torch
 
 from jsbench.rewards.ocr import default_engine, load_engine, require_text_backbone
 from jsbench.scoring.text import f_measure, image_metrics, target_words
-from jsbench.splits import mean_stderr
+from jsbench.stats import cluster_mean
 from jsbench.suites import register_suite
 from jsbench.suites.base import EvalItem, TaskMetric, aggregate_by_task
 
@@ -104,13 +105,14 @@ class OcrSuite:
 
 
 def pooled_metrics(scores: Sequence[dict[str, float]], items: Sequence[EvalItem]) -> list[TaskMetric]:
-    """`overall` as MARIO-Eval pools it: each metric's mean over every image, whatever its task."""
+    """`overall` as MARIO-Eval pools it: each metric's mean over every image, whatever its task, with its
+    standard error clustered by prompt (the images of a prompt are not independent draws)."""
     out = []
     n_prompts = len({it.prompt for it in items})
     for metric in dict.fromkeys(k for s in scores for k in s):
-        vals = [s[metric] for s in scores if metric in s]
-        mean, se = mean_stderr(vals)
-        out.append(TaskMetric("overall", metric, mean, se, len(vals), n_prompts))
+        pairs = [(s[metric], it.prompt) for s, it in zip(scores, items) if metric in s]
+        est = cluster_mean([v for v, _ in pairs], [p for _, p in pairs])
+        out.append(TaskMetric("overall", metric, est.value, est.stderr, est.n, n_prompts, est.df))
     return out
 
 
@@ -120,29 +122,33 @@ def _f_gradient(p: float, r: float) -> np.ndarray:
     return np.array([2.0 * r * r, 2.0 * p * p]) / (p + r) ** 2
 
 
-def _f_of(group: Sequence[dict[str, float]]) -> tuple[float, float, int]:
-    pr = np.array([[s["precision"], s["recall"]] for s in group if "precision" in s])
-    if len(pr) == 0:
-        return float("nan"), float("nan"), 0
+def _f_of(group: Sequence[tuple[dict[str, float], str]]) -> tuple[float, float, int, float]:
+    """F of the mean precision and recall of (scores, prompt) pairs, its delta-method SE clustered by prompt
+    (the CR1 SE of grad . (p_i, r_i); with one image per prompt the i.i.d. grad' cov / n grad) and df."""
+    rows = [((s["precision"], s["recall"]), prompt) for s, prompt in group if "precision" in s]
+    if not rows:
+        return float("nan"), float("nan"), 0, float("nan")
+    pr = np.array([x for x, _ in rows], dtype=np.float64)
     p, r = pr.mean(0)
     n = len(pr)
     if n < 2:
-        return float(f_measure(p, r)), float("nan"), n
-    grad = _f_gradient(p, r)
-    return float(f_measure(p, r)), math.sqrt(max(float(grad @ (np.cov(pr.T) / n) @ grad), 0.0)), n
+        return float(f_measure(p, r)), float("nan"), n, float("nan")
+    linear = (pr @ _f_gradient(p, r)).tolist()  # each image's first-order share of F
+    est = cluster_mean(linear, [prompt for _, prompt in rows])
+    return float(f_measure(p, r)), est.stderr, n, est.df
 
 
 def f_measure_metrics(scores: Sequence[dict[str, float]], items: Sequence[EvalItem]) -> list[TaskMetric]:
     """MARIO's F-measure, 2PR / (P + R) of the averaged precision and recall: per task, and `overall` from
     the precision and recall pooled over every image, each with a delta-method standard error from the
-    per-image covariance of precision and recall."""
+    per-image precision and recall, clustered by prompt."""
     out: list[TaskMetric] = []
     groups = {task: [(s, it) for s, it in zip(scores, items) if it.task == task] for task in dict.fromkeys(it.task for it in items)}
     groups["overall"] = list(zip(scores, items))
     for task, rows in groups.items():
-        value, se, n = _f_of([s for s, _ in rows])
+        value, se, n, df = _f_of([(s, it.prompt) for s, it in rows])
         if n:
-            out.append(TaskMetric(task, "f_measure", value, se, n, len({it.prompt for _, it in rows})))
+            out.append(TaskMetric(task, "f_measure", value, se, n, len({it.prompt for _, it in rows}), df))
     return out
 
 
