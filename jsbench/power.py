@@ -15,19 +15,12 @@ from __future__ import annotations
 
 import math
 
-__all__ = ["RESOLVE_DIFFERENCE", "RESOLVE_POWER", "seeds_to_resolve", "satterthwaite_df"]
+from jsbench.stats import satterthwaite_df, t_quantile
+
+__all__ = ["RESOLVE_DIFFERENCE", "RESOLVE_POWER", "seeds_to_resolve"]
 
 RESOLVE_DIFFERENCE = 0.02  # the difference a headline contrast is asked to resolve (2 points of GenEval overall)
 RESOLVE_POWER = 0.8
-
-
-def satterthwaite_df(parts: list[tuple[float, float]]) -> float:
-    """Effective degrees of freedom of a sum of variance parts [(variance, df), ...]: (Σ v)² / Σ v² / df;
-    parts with zero variance drop out; inf when nothing is left."""
-    live = [(v, d) for v, d in parts if v > 0]
-    if not live:
-        return math.inf
-    return sum(v for v, _ in live) ** 2 / sum(v * v / d for v, d in live)
 
 
 def seeds_to_resolve(difference: float, image_se: float, seed_var: float, prompts: int, *, level: float = 0.95,
@@ -35,8 +28,6 @@ def seeds_to_resolve(difference: float, image_se: float, seed_var: float, prompt
     """The fewest training seeds S (at least 2) that resolve `difference` with `power` at `level`, given the
     image part of the SE (`image_se`, over `prompts` prompts) and the variance of the per-seed differences
     (`seed_var`); None when no S up to `max_seeds` does."""
-    from scipy.stats import t
-
     if difference <= 0:
         raise ValueError(f"the difference to resolve must be positive, got {difference}")
     if not (image_se >= 0 and seed_var >= 0) or prompts < 2:
@@ -46,7 +37,7 @@ def seeds_to_resolve(difference: float, image_se: float, seed_var: float, prompt
     def resolves(S: int) -> bool:
         se = math.sqrt(image_var + seed_var / S)
         df = satterthwaite_df([(image_var, prompts - 1), (seed_var / S, S - 1)])
-        return (t.ppf(1 - (1 - level) / 2, df) + t.ppf(power, df)) * se <= difference
+        return (t_quantile(1 - (1 - level) / 2, df) + t_quantile(power, df)) * se <= difference
 
     if not resolves(max_seeds):
         return None

@@ -5,7 +5,8 @@ import math
 import pytest
 from scipy.stats import t
 
-from jsbench.power import satterthwaite_df, seeds_to_resolve
+from jsbench.power import seeds_to_resolve
+from jsbench.stats import satterthwaite_df
 
 
 def _resolves(d, image_se, seed_var, G, S):
@@ -31,14 +32,6 @@ def test_by_hand_without_an_image_part():
 def test_an_image_part_too_large_for_any_seed_count():
     # (1.96 + 0.84) * 0.008 > 0.02: more images, not more seeds
     assert seeds_to_resolve(0.02, 0.008, 0.0001, prompts=72) is None
-
-
-def test_satterthwaite_degrees_of_freedom():
-    assert satterthwaite_df([(1.0, 4), (0.0, 2)]) == 4
-    assert satterthwaite_df([(1.0, 4), (1.0, 4)]) == pytest.approx(8)
-    assert satterthwaite_df([(0.0, 3)]) == math.inf
-    # the case: a seed part of 84 % of the variance with 2 df, the rest with 71 df
-    assert satterthwaite_df([(0.16, 71), (0.84, 2)]) == pytest.approx(1 / (0.16**2 / 71 + 0.84**2 / 2))
 
 
 def test_bad_input_is_refused():
