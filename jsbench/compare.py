@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from jsbench import JsbenchError
+from jsbench.contrasts import contrasts_path, section_contrasts, write_contrasts
 from jsbench.evaluate import EVAL_SEED_BASE, discard_partial, resolve_schedule
 from jsbench.io import write_text_atomic
 from jsbench.leaderboard import Table, add_reference_deltas, build_tables, merge_tables, read_committed, render_csv, render_markdown, tables_from_csv
@@ -213,7 +214,8 @@ def run_compare(
     for t in tables:
         t.command = command
     # every row's paired difference to the learned global row of its section, beside the one to default
-    add_reference_deltas(tables, lambda t, row: runs.get(row_key(t.backbone, t.model_id, row["steps"], row["method"])), suite)
+    run_of = lambda t, row: runs.get(row_key(t.backbone, t.model_id, row["steps"], row["method"]))  # noqa: E731
+    add_reference_deltas(tables, run_of, suite)
     result = CompareResult(tables=tables)
     provenance = made[0].provenance() if made else {}  # one suite, one detector and prompt set: every row's
     if check:
@@ -246,10 +248,15 @@ def run_compare(
     write_text_atomic(csv_path, render_csv(all_tables))
     # the page is rendered from the CSV as written (6 decimals), so a section reads the same whether this run
     # made it or an earlier one did (a fresh 0.98749999 and its CSV's 0.987500 round apart at 3 decimals)
-    write_text_atomic(md, render_markdown(tables_from_csv(read_committed(csv_path)), suite.name, metric, REGENERATE_ALL, extra=extra))
+    page = tables_from_csv(read_committed(csv_path))
+    # the headline contrasts of the sections this run evaluated; the other sections keep theirs
+    contrasts_csv = contrasts_path(leaderboard_dir, suite.name)
+    contrasts = write_contrasts(contrasts_csv, [c for t in tables for c in section_contrasts(t, run_of, suite)],
+                                [(t.backbone, t.model_id, t.steps) for t in tables], [(t.backbone, t.model_id, t.steps) for t in page])
+    write_text_atomic(md, render_markdown(page, suite.name, metric, REGENERATE_ALL, extra=extra, contrasts=contrasts))
     # the per-image scores behind each row: what `--check` pairs a fresh run with
     scores = write_scores(scores_path(leaderboard_dir, suite.name), all_tables, runs, suite.name, metric, provenance)
-    result.written = [md, csv_path, scores, *further, *(p for _, p in fresh)]
+    result.written = [md, csv_path, contrasts_csv, scores, *further, *(p for _, p in fresh)]
     discard_partial(records_path)  # every row is filed: the side files that let a rerun resume go now
     return result
 

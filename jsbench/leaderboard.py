@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jsbench import JsbenchError
+from jsbench.contrasts import contrast_lines
 from jsbench.results import PROVENANCE_FIELDS, Record, latest, paired_estimates
 from jsbench.stats import SE_LEGEND, T_LEGEND, TWO_LEVEL_LEGEND, t_interval
 
@@ -213,8 +214,10 @@ def noise_text(t: Table) -> str:
     return f"Noise: image k of prompt p starts from seed sha256(p, {t.seed_base} + k), the same for every row."
 
 
-def render_markdown(tables: list[Table], suite: str, metric: str, command: str, extra: str = "") -> str:
-    """The page: `command` regenerates all of it; each section names the command that made it."""
+def render_markdown(tables: list[Table], suite: str, metric: str, command: str, extra: str = "", contrasts: list[dict] = ()) -> str:
+    """The page: `command` regenerates all of it; each section names the command that made it; under a
+    section's table its headline contrasts (`jsbench.contrasts`), where given."""
+
     rule = OVERALL_RULES.get(suite, "overall = mean of the task means")
     out = [f"# {suite} leaderboard", "", f"Metric: `{metric}` ({rule}). Regenerate every section: `{command}`.", ""]
     others = unofficial_detectors(tables, suite)
@@ -242,6 +245,9 @@ def render_markdown(tables: list[Table], suite: str, metric: str, command: str, 
                      row_cell(row), row_cell(row, "delta_"), row_cell(row, "delta_global_")]
             out.append("| " + " | ".join(cells) + " |")
         out += ["", *table_legend(t), ""]
+        mine = [c for c in contrasts if (c["backbone"], c["model_id"], int(c["steps"])) == (t.backbone, t.model_id, int(t.steps))]
+        if mine:
+            out += [*contrast_lines(mine), ""]
     cross = cross_budget(tables)
     if cross:
         out += cross

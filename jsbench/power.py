@@ -6,8 +6,8 @@ A true difference d is resolved with power 1 − β at level α (two-sided) when
 
     (t_{1−α/2, df(S)} + t_{1−β, df(S)}) · SE(S) ≤ d
 
-with df(S) the Welch–Satterthwaite degrees of freedom of the two parts (G − 1 for the images, G prompts;
-S − 1 for the seeds). `seeds_to_resolve` is the smallest such S, or None when the image part alone is too
+with df(S) the Welch–Satterthwaite degrees of freedom of the two parts (the image part's own df, G − 1
+for G prompts or Satterthwaite over a suite's tasks; S − 1 for the seeds). `seeds_to_resolve` is the smallest such S, or None when the image part alone is too
 large (more images, not more seeds, would resolve d).
 """
 
@@ -23,20 +23,20 @@ RESOLVE_DIFFERENCE = 0.02  # the difference a headline contrast is asked to reso
 RESOLVE_POWER = 0.8
 
 
-def seeds_to_resolve(difference: float, image_se: float, seed_var: float, prompts: int, *, level: float = 0.95,
+def seeds_to_resolve(difference: float, image_se: float, seed_var: float, image_df: float, *, level: float = 0.95,
                      power: float = RESOLVE_POWER, max_seeds: int = 10_000) -> int | None:
     """The fewest training seeds S (at least 2) that resolve `difference` with `power` at `level`, given the
-    image part of the SE (`image_se`, over `prompts` prompts) and the variance of the per-seed differences
-    (`seed_var`); None when no S up to `max_seeds` does."""
+    image part of the SE (`image_se`, with `image_df` degrees of freedom) and the variance of the per-seed
+    differences (`seed_var`); None when no S up to `max_seeds` does."""
     if difference <= 0:
         raise ValueError(f"the difference to resolve must be positive, got {difference}")
-    if not (image_se >= 0 and seed_var >= 0) or prompts < 2:
-        raise ValueError("image_se and seed_var must be non-negative and prompts at least 2")
+    if not (image_se >= 0 and seed_var >= 0) or not image_df > 0:
+        raise ValueError("image_se and seed_var must be non-negative and image_df positive")
     image_var = image_se**2
 
     def resolves(S: int) -> bool:
         se = math.sqrt(image_var + seed_var / S)
-        df = satterthwaite_df([(image_var, prompts - 1), (seed_var / S, S - 1)])
+        df = satterthwaite_df([(image_var, image_df), (seed_var / S, S - 1)])
         return (t_quantile(1 - (1 - level) / 2, df) + t_quantile(power, df)) * se <= difference
 
     if not resolves(max_seeds):

@@ -2,9 +2,9 @@
 # Train the policies shipped in policies/<backbone>/<name>-n<steps>/seed<S>/: every learned row is the mean of
 # several training seeds. Each run's manifest records the one command that repeats it (one CPU thread: float
 # sums depend on the thread count), so the same command gives the same files.
-#   bash scripts/train_policies.sh                        # analytic: both budgets, five policies, seeds 0 1 2
-#   bash scripts/train_policies.sh detail                 # the positive control (3 steps, 1000 updates)
-#   bash scripts/train_policies.sh scenes-dit             # the learned backbone (3 steps, 100 updates)
+#   bash scripts/train_policies.sh                        # analytic: both budgets, five policies, seeds 0-7
+#   bash scripts/train_policies.sh detail                 # the positive control (3 steps, 2000 updates, seeds 0-7)
+#   bash scripts/train_policies.sh scenes-dit             # the learned backbone (3 steps, 100 updates, seeds 0-2)
 #   STEPS="3" SEEDS="0" POLICIES="js rloo" JOBS=2 bash scripts/train_policies.sh   # a subset, two at a time
 #   SUITE=ocr JOBS=2 bash scripts/train_policies.sh       # analytic's text world, OCR reward: <backbone>/ocr-<name>-n<steps>/
 # Updates per backbone are where training reward has stopped rising (manifest "convergence": the last
@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 BACKBONE="${1:-analytic}"
 SUITE="${SUITE:-geneval}"  # the suite whose training prompts and reward (same name) train the rows
 declare -A default_steps=([analytic]="3 5" [detail]="3" [scenes-dit]="3")
-declare -A default_iters=([analytic]=400 [detail]=1000 [scenes-dit]=100)
+declare -A default_iters=([analytic]=400 [detail]=2000 [scenes-dit]=100)
 declare -A default_policies=([analytic]="global js js-prompt rloo xctx" [detail]="global js js-prompt rloo" [scenes-dit]="global js rloo xctx")
 declare -A suite_steps=([ocr]="3 5")
 STEPS="${STEPS:-${suite_steps[$SUITE]:-${default_steps[$BACKBONE]:-3}}}"
@@ -24,7 +24,10 @@ ITERS="${ITERS:-${suite_iters[$SUITE]:-${default_iters[$BACKBONE]:-200}}}"
 POLICIES="${POLICIES:-${suite_policies[$SUITE]:-${default_policies[$BACKBONE]:-global js rloo}}}"
 PREFIX=""
 [ "$SUITE" = geneval ] || PREFIX="$SUITE-"
-SEEDS="${SEEDS:-0 1 2}"
+# training seeds are independent (each its own init, contexts and noise stream); 8 where a run is cheap
+declare -A default_seeds=([analytic]="0 1 2 3 4 5 6 7" [detail]="0 1 2 3 4 5 6 7")
+declare -A suite_seeds=([ocr]="0 1 2")
+SEEDS="${SEEDS:-${suite_seeds[$SUITE]:-${default_seeds[$BACKBONE]:-0 1 2}}}"
 JOBS="${JOBS:-1}"
 OUT="${OUT:-policies/$BACKBONE}"
 declare -A spec=([global]="js global" [js]="js instance" [js-prompt]="js prompt" [rloo]="rloo instance" [xctx]="xctx instance")
