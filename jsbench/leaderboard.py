@@ -125,7 +125,7 @@ def build_tables(records: list[Record], suite: str, metric: str) -> list[Table]:
                     "delta_stderr": overall.delta_stderr,
                     "n_images": overall.n_images,
                     "train_seeds": overall.train_seeds,  # a learned row: the training seeds it averages (None: not learned)
-                    "converged": overall.converged,  # a learned row: every seed's manifest says converged
+                    "converged": overall.converged,  # a learned row: its seed-averaged held-out curve stopped rising (None: not judged)
                     # per task, and overall: (prompts, images) the row averages over
                     "counts": {t: (r.n_prompts, r.n_images) for t, r in by_task.items()},
                 }
@@ -137,7 +137,9 @@ def build_tables(records: list[Record], suite: str, metric: str) -> list[Table]:
 
 
 NOT_CONVERGED_MARK = "†"
-NOT_CONVERGED_LEGEND = "† not converged: its training reward still rose at the end (manifest `convergence`)."
+NOT_CONVERGED_LEGEND = ("† not converged: its held-out score, averaged over its training seeds, still rose over the last half of "
+                        "training by more than the margin (jsbench/convergence.py).")
+NOT_JUDGED_LEGEND = "Learned rows without † or a verdict in the CSV are not judged: a training seed has no held-out curve (heldout.jsonl)."
 
 
 def method_cell(row: dict) -> str:
@@ -152,6 +154,8 @@ def table_legend(t: Table) -> list[str]:
         out.append(TWO_LEVEL_LEGEND)
     if any(row.get("converged") is False for row in t.rows):
         out.append(NOT_CONVERGED_LEGEND)
+    if any(row.get("converged") is None and row.get("train_seeds") for row in t.rows):
+        out.append(NOT_JUDGED_LEGEND)
     return out
 
 
@@ -254,7 +258,7 @@ CSV_FIELDS = ["backbone", "model_id", "steps", "method", "task", "value", "stder
               "n_prompts", "delta_global", "delta_global_stderr", "train_seeds", "converged", "seed_base"]
 # `steps` is the row's own budget (200 for the ceiling row), `budget` the section's; `command` made the section;
 # `n_images` and `n_prompts` are the line's own task's; `delta_global` (overall lines) is paired vs the global row;
-# `train_seeds`: the training seeds a learned row averages; `converged`: true/false from its manifests ("" unknown);
+# `train_seeds`: the training seeds a learned row averages; `converged`: true/false from its seed-averaged held-out curve ("" not judged);
 # `seed_base`: image k of prompt p from noise_seed(p, seed_base + k) ("": an older page's shared seeds)
 
 
