@@ -174,7 +174,7 @@ def build_tables(records: list[Record], suite: str, metric: str) -> list[Table]:
                     "delta_df": overall.delta_df,
                     "n_images": overall.n_images,
                     "train_seeds": overall.train_seeds,  # a learned row: the training seeds it averages (None: not learned)
-                    "converged": overall.converged,  # a learned row: every seed's manifest says converged
+                    "converged": overall.converged,  # a learned row: its seed-averaged held-out curve stopped moving (None: not judged)
                     # per task, and overall: (prompts, images) the row averages over
                     "counts": {t: (r.n_prompts, r.n_images) for t, r in by_task.items()},
                 }
@@ -186,7 +186,9 @@ def build_tables(records: list[Record], suite: str, metric: str) -> list[Table]:
 
 
 NOT_CONVERGED_MARK = "†"
-NOT_CONVERGED_LEGEND = "† not converged: its training reward still rose at the end (manifest `convergence`)."
+NOT_CONVERGED_LEGEND = ("† not converged: its held-out score, averaged over its training seeds, still rose or fell over the "
+                        "last half of training by more than the margin (jsbench/convergence.py).")
+NOT_JUDGED_LEGEND = "Learned rows without † or a verdict in the CSV are not judged: a training seed has no held-out curve (heldout.jsonl)."
 
 
 def method_cell(row: dict) -> str:
@@ -204,6 +206,8 @@ def table_legend(t: Table) -> list[str]:
         out.append(T_LEGEND)
     if any(row.get("converged") is False for row in t.rows):
         out.append(NOT_CONVERGED_LEGEND)
+    if any(row.get("converged") is None and row.get("train_seeds") for row in t.rows):
+        out.append(NOT_JUDGED_LEGEND)
     return out
 
 
@@ -313,8 +317,8 @@ CSV_FIELDS = ["backbone", "model_id", "steps", "method", "task", "value", "stder
               "n_prompts", "delta_global", "delta_global_stderr", "train_seeds", "converged", "seed_base", *CI_FIELDS]
 # `steps` is the row's own budget (200 for the ceiling row), `budget` the section's; `command` made the section;
 # `n_images` and `n_prompts` are the line's own task's; `delta_global` (overall lines) is paired vs the global row;
-# `train_seeds`: the training seeds a learned row averages; `converged`: true/false from its manifests ("" unknown);
-# `seed_base`: image k of prompt p from noise_seed(p, seed_base + k) ("": an older page's shared seeds);
+# `train_seeds`: the training seeds a learned row averages; `converged`: true/false from its seed-averaged held-out
+# curve ("" not judged); `seed_base`: image k of prompt p from noise_seed(p, seed_base + k) ("": an older page's shared seeds);
 # `df`, `ci_low`, `ci_high` (overall lines): the df of `stderr` and the 95 % Student-t interval of `value`
 # (jsbench.stats: prompts - 1, or for a learned row the Satterthwaite df of its prompt and seed terms); the
 # same for `delta` (`delta_df`, ...) and `delta_global` (`delta_global_df`, ...); "" where not recorded

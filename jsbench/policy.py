@@ -277,7 +277,8 @@ def read_manifest(directory: str | Path) -> dict:
 def list_policies(root: str | Path) -> list[dict]:
     """Every policy under `root` (each folder holding a manifest.json), sorted by path: its `path` as a user
     can pass it back, backbone, steps, kind, network arch, baseline, reward and checksum from the manifest (None where it has
-    none), and `_short`, the folder relative to `root`. Refuses a `root` that is not a folder."""
+    none), `converged` from its heldout.jsonl (jsbench.convergence; None: not judged), and `_short`, the folder relative to `root`. Refuses a `root` that is not a folder."""
+    from jsbench.convergence import run_convergence
     from jsbench.workspace import display_path
 
     root = Path(root)
@@ -288,7 +289,7 @@ def list_policies(root: str | Path) -> list[dict]:
         m = read_manifest(manifest.parent)
         rows.append({"path": display_path(manifest.parent), "backbone": m.get("backbone"), "steps": m.get("steps"), "kind": m.get("kind"),
                      "arch": (m["config"].get("arch", "small") if m.get("config") else None), "baseline": m.get("baseline"), "reward": m.get("reward"), "train_seed": (m.get("train") or {}).get("seed"),
-                     "converged": (m.get("convergence") or {}).get("converged"), "checksum": m.get("checksum"),
+                     "converged": run_convergence(manifest.parent)["converged"], "checksum": m.get("checksum"),
                      "_short": manifest.parent.relative_to(root)})
     return rows
 

@@ -62,7 +62,7 @@ class Record:
     seed_base: int | None = None
     noise: str | None = None
     train_seeds: int | None = None  # a learned row: the training seeds it is the mean of (None: not learned)
-    converged: bool | None = None  # a learned row: every seed's manifest says converged (None: not recorded)
+    converged: bool | None = None  # a learned row: its seed-averaged held-out curve has stopped moving (None: not judged)
     # degrees of freedom of `stderr` and `delta_stderr` (jsbench.stats: prompts - 1, Satterthwaite over tasks
     # and over the prompt and training-seed terms); None: not recorded (older records)
     df: float | None = None
@@ -180,7 +180,7 @@ def make_records(backbone, suite, source: ScheduleSource, run: EvalRun, referenc
         if deltas is None:
             raise JsbenchError("paired comparison needs the same prompts and seeds")
     commit, now = git_commit(), time.time()
-    seed_manifests = getattr(source, "seed_manifests", None) or ([source.manifest] if getattr(source, "manifest", None) else [])
+    converged = row_converged(source)
     out = []
     for m in metrics:
         d = deltas.get((m.task, m.metric))
@@ -210,7 +210,7 @@ def make_records(backbone, suite, source: ScheduleSource, run: EvalRun, referenc
                 seed_base=run.seeds[0] if run.seeds else None,
                 noise=NOISE_SCHEME,
                 train_seeds=run.train_seeds if source.spec.startswith("policy:") else None,
-                converged=manifests_converged(seed_manifests),
+                converged=converged,
                 df=m.df,
                 delta_df=None if d is None else d.df,
             )
@@ -218,14 +218,15 @@ def make_records(backbone, suite, source: ScheduleSource, run: EvalRun, referenc
     return out
 
 
-def manifests_converged(manifests: list[dict]) -> bool | None:
-    """Whether every training seed of a learned row converged, from each manifest's `convergence.converged`
-    (training reward, last quarter of the log minus the third quarter, within one SE); None when a manifest
-    does not record it."""
-    flags = [(m.get("convergence") or {}).get("converged") for m in manifests]
-    if not flags or any(f is None for f in flags):
+def row_converged(source: ScheduleSource) -> bool | None:
+    """A learned row's verdict (jsbench.convergence.row_verdict): its training seeds' held-out curves averaged
+    point by point have stopped moving (rising or falling). None when it is no saved policy, or a seed has no heldout.jsonl."""
+    kind, _, arg = source.spec.partition(":")
+    if kind not in ("policy", "global") or not arg or not Path(arg).is_dir():
         return None
-    return all(bool(f) for f in flags)
+    from jsbench.convergence import row_verdict
+
+    return row_verdict(arg)["converged"]
 
 
 def append_records(path: str | Path, records: list[Record]) -> None:
@@ -269,4 +270,4 @@ def latest(records: list[Record]) -> list[Record]:
     return list(newest.values())
 
 
-__all__ = ["Record", "KEY_FIELDS", "PROVENANCE_FIELDS", "make_records", "paired_metrics", "paired_estimates", "run_metrics", "manifests_converged", "suite_provenance", "prompt_set_hash", "append_records", "read_records", "latest"]
+__all__ = ["Record", "KEY_FIELDS", "PROVENANCE_FIELDS", "make_records", "paired_metrics", "paired_estimates", "run_metrics", "row_converged", "suite_provenance", "prompt_set_hash", "append_records", "read_records", "latest"]

@@ -127,16 +127,20 @@ def check_table(report) -> RichTable | None:
 # csv/json columns: `arch` last, so readers of the earlier columns by position are unaffected
 POLICY_COLUMNS = ("path", "backbone", "steps", "kind", "baseline", "reward", "train_seed", "converged", "checksum", "arch")
 _POLICY_TABLE_COLUMNS = ("backbone", "steps", "kind", "arch", "baseline", "reward")
+# a run's verdict from its own heldout.jsonl (jsbench.convergence), as its manifest's `convergence` once stamped
+POLICY_NOT_CONVERGED = "† not converged: its held-out score still rose or fell over the last half of training by more than the margin."
+POLICY_NOT_JUDGED = "Runs without heldout.jsonl (trained before held-out curves) are not judged."
 
 
 def policies_table(rows: list[dict], root: str) -> RichTable:
     """`policies list`: each policy (`_short`: its path under the root, one per training seed: <row>/seed<S>)
-    with its backbone, steps, kind, network arch, baseline and reward, marked when not converged; the training seed,
+    with its backbone, steps, kind, network arch, baseline and reward, marked when its held-out curve says not converged; the training seed,
     convergence and checksum are in `--format csv|json` and `policies show`."""
-    from jsbench.leaderboard import NOT_CONVERGED_LEGEND, NOT_CONVERGED_MARK
+    from jsbench.leaderboard import NOT_CONVERGED_MARK
 
-    marked = any(r["converged"] is False for r in rows)
-    table = plain_table(title=f"policies in {root}", caption="none" if not rows else NOT_CONVERGED_LEGEND if marked else None)
+    notes = [note for note, shown in ((POLICY_NOT_CONVERGED, any(r["converged"] is False for r in rows)),
+                                      (POLICY_NOT_JUDGED, any(r["converged"] is None for r in rows))) if shown]
+    table = plain_table(title=f"policies in {root}", caption="none" if not rows else " ".join(notes) or None)
     # the backbone column only where a path does not already start with it (policies/<backbone>/...): 80 columns
     columns = [c for c in _POLICY_TABLE_COLUMNS
                if c != "backbone" or any(not str(r["_short"]).startswith(f"{r['backbone']}/") for r in rows)]

@@ -31,6 +31,7 @@ from jsbench import JsbenchError
 from jsbench.backbones import load_backbone, recorded_guidance
 from jsbench.backbones.base import sample_in_batches, train_batch_size
 from jsbench.baselines import advantages, validate_baseline
+from jsbench.convergence import run_convergence
 from jsbench.devices import pick_device
 from jsbench.distributed import DistContext, get_context
 from jsbench.io import append_lines, replacing, write_json_atomic, write_text_atomic
@@ -372,8 +373,8 @@ class Trainer:
             "torch_version": torch.__version__,
             "threads": torch.get_num_threads(),
         }
-        if self.dist.is_main and self.log_path.exists():
-            manifest["convergence"] = convergence([r["reward"] for r in read_log(self.log_path)])
+        if self.dist.is_main:  # the held-out curve's verdict (jsbench.convergence); not judged without a curve
+            manifest["convergence"] = run_convergence(self.out)
         if self.dist.is_main:
             self.policy.save(path, manifest)
         self.dist.barrier()  # no process reports the policy before it exists
@@ -382,24 +383,6 @@ class Trainer:
 
 def read_log(path: str | Path) -> list[dict]:
     return [json.loads(ln) for ln in Path(path).read_text().splitlines() if ln.strip()]
-
-
-CONVERGENCE_RULE = "training reward: mean of the last quarter of updates minus the third quarter, with its SE; converged when that rise is at most one SE"
-
-
-def convergence(rewards: list[float]) -> dict:
-    """Whether a run's training reward has stopped rising: the last quarter's mean minus the third
-    quarter's, with the SE of that difference (updates draw independent contexts, so their mean rewards
-    are treated as independent). Non-finite rewards (skipped updates) are left out."""
-    values = np.asarray(rewards, dtype=float)
-    q = len(values) // 4
-    third, last = values[2 * q:3 * q], values[3 * q:]
-    third, last = third[np.isfinite(third)], last[np.isfinite(last)]
-    if len(third) < 2 or len(last) < 2:
-        return {"delta": None, "se": None, "converged": False, "rule": CONVERGENCE_RULE, "updates": len(values)}
-    delta = float(last.mean() - third.mean())
-    se = float(math.sqrt(third.var(ddof=1) / len(third) + last.var(ddof=1) / len(last)))
-    return {"delta": delta, "se": se, "converged": bool(delta <= se), "rule": CONVERGENCE_RULE, "updates": len(values)}
 
 
 def smoothed(values: list[float], window: int = 20) -> list[float]:

@@ -7,8 +7,9 @@
 #   bash scripts/train_policies.sh scenes-dit             # the learned backbone (3 steps, 100 updates, seeds 0-2)
 #   STEPS="3" SEEDS="0" POLICIES="js rloo" JOBS=2 bash scripts/train_policies.sh   # a subset, two at a time
 #   SUITE=ocr JOBS=2 bash scripts/train_policies.sh       # analytic's text world, OCR reward: <backbone>/ocr-<name>-n<steps>/
-# Updates per backbone are where training reward has stopped rising (manifest "convergence": the last
-# quarter minus the third quarter of the log is at most one SE); every row of a backbone gets the same count.
+# Updates per backbone are where the held-out score has stopped moving (manifest "convergence", from the run's
+# heldout.jsonl: jsbench/convergence.py; a row's verdict is its seeds' averaged curve's); every row of a
+# backbone gets the same count.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BACKBONE="${1:-analytic}"
@@ -47,8 +48,8 @@ train_one() {
   OMP_NUM_THREADS=1 jsbench train --backbone "$BACKBONE" --reward "$SUITE" --suite "$SUITE" --iters "$ITERS" \
     --contexts 16 --samples 4 --seed "$seed" --threads 1 --no-progress \
     --steps "$n" --baseline "$baseline" --policy "$kind" --out "$dir" >/dev/null
-  rm -f "$dir/checkpoint.pt"  # the shipped artefact is the policy + manifest + training log
-  echo "== $dir $(python -c "import json,sys; c=json.load(open(sys.argv[1]))['convergence']; print('converged' if c['converged'] else 'NOT converged', 'rise', round(c['delta'],4), 'se', round(c['se'],4))" "$dir/manifest.json")"
+  rm -f "$dir/checkpoint.pt"  # the shipped artefact is the policy + manifest + training log + held-out curve
+  echo "== $dir $(python -c "import json,sys; c=json.load(open(sys.argv[1]))['convergence']; v=c['converged']; print({True: 'converged', False: 'NOT converged', None: 'not judged'}[v], *(('held-out rise/quarter', round(c['rise'], 4), 'se', round(c['se'], 4)) if v is not None else (c.get('reason', ''),)))" "$dir/manifest.json")"
 }
 export -f train_one
 export BACKBONE ITERS SUITE

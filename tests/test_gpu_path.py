@@ -218,7 +218,8 @@ def test_train_resume_and_eval_with_the_backbone_off_the_default_device(fp32_flu
     reward = _ocr_or_skip()
     monkeypatch.setattr(train_mod, "load_reward", lambda name, backbone=None: CpuDefault(reward))
     spy = Spy(fp32_flux, cpu_default=True)
-    config = TrainConfig(backbone="flux-dev", steps=3, suite="ocr", reward="ocr", iters=2, contexts=2, samples=2, seed=1, checkpoint_every=1, batch_size=3, baseline="rloo")
+    config = TrainConfig(backbone="flux-dev", steps=3, suite="ocr", reward="ocr", iters=2, contexts=2, samples=2, seed=1, checkpoint_every=1, batch_size=3, baseline="rloo",
+                         heldout_prompts=0)  # only the updates' sampler calls (held-out scoring samples too)
     out = tmp_path / "pol"
     with torch.device("meta"):  # our code's implicit tensors land on meta; the backbone is on the CPU
         trainer = Trainer(config, out, backbone=spy)

@@ -1,5 +1,5 @@
 """The shipped policies are what HEAD trains: every run records the one command that repeats it, trained alike
-within its backbone, and its convergence verdict follows from its own log."""
+within its backbone, and its convergence verdict follows from its own held-out curve."""
 
 import json
 import shlex
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jsbench.train import convergence, read_log
+from jsbench.convergence import HELDOUT_FILE, run_convergence
+from jsbench.train import read_log
 from jsbench.train_config import TrainConfig, train_command
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -48,10 +49,15 @@ def test_each_run_records_its_repeating_command(path):
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: "/".join(p.parent.parts[-3:]))
 def test_convergence_follows_from_the_runs_own_log(path):
+    """The manifest's verdict is jsbench.convergence's on the run's own heldout.jsonl (re-stamp it with
+    `python -m jsbench.convergence restamp policies/` after a change of rule). A run trained before held-out
+    curves has none: nothing to check it against, its verdict is whatever its manifest recorded then, and its
+    learned row is not judged on the leaderboards."""
     m = _manifest(path)
-    rewards = [r["reward"] for r in read_log(path.parent / "train_log.jsonl")]
-    assert len(rewards) == m["train"]["iters"]
-    assert m["convergence"] == convergence(rewards)
+    if not (path.parent / HELDOUT_FILE).is_file():
+        pytest.skip(f"no {HELDOUT_FILE}: trained before held-out curves, so its row is not judged")
+    assert len(read_log(path.parent / "train_log.jsonl")) == m["train"]["iters"]
+    assert m["convergence"] == run_convergence(path.parent)
 
 
 def test_rows_of_a_backbone_are_trained_alike():
@@ -61,14 +67,6 @@ def test_rows_of_a_backbone_are_trained_alike():
         t = m["train"]
         by_backbone.setdefault((m["backbone"], t["suite"]), set()).add((t["iters"], t["contexts"], t["samples"]))
     assert by_backbone and all(len(v) == 1 for v in by_backbone.values()), by_backbone
-
-
-def test_convergence_rule_known_answers():
-    flat = [0.5] * 40
-    assert convergence(flat)["converged"] and convergence(flat)["delta"] == 0.0
-    rising = [i / 100 for i in range(40)]  # still climbing at the end
-    assert not convergence(rising)["converged"]
-    assert convergence([1.0, 2.0])["converged"] is False  # too short to say
 
 
 @pytest.mark.slow

@@ -100,6 +100,14 @@ def test_held_out_scores_leave_training_untouched_and_resume_exactly(tmp_path):
     curve = read_log(tmp_path / "on" / "heldout.jsonl")
     assert [r["iteration"] for r in curve] == [0, 4, 6]
     assert all(len(r["scores"]) == 8 and 0.0 <= r["score"] <= 1.0 for r in curve)
+    # the manifest's verdict is the held-out curve's (too short here: not judged); without a curve, not judged
+    from jsbench.convergence import run_convergence
+
+    on.save_policy()
+    off.save_policy()
+    verdict = json.loads((tmp_path / "on" / "manifest.json").read_text())["convergence"]
+    assert verdict == run_convergence(tmp_path / "on") and verdict["converged"] is None and verdict["iterations"] == [4, 6]
+    assert "no heldout.jsonl" in json.loads((tmp_path / "off" / "manifest.json").read_text())["convergence"]["reason"]
 
     crashed = Trainer(_config(heldout_prompts=8, heldout_every=4), tmp_path / "crashed")
     with pytest.raises(Crash):
