@@ -1,0 +1,136 @@
+"""The README's result tables, rendered from the committed leaderboard CSVs (scripts/readme_tables.py).
+
+A world's table: one line per method (in the leaderboard's order), its overall score at each step budget
+(± one SE clustered by prompt; a learned row's SE counts its training seeds, and † marks a budget where its
+held-out score had not settled), its paired Δ vs default (one budget) and vs the learned global row, with
+the 95 % Student-t interval of a learned row's Δ vs global. The headline table: every section's headline
+contrasts (jsbench.contrasts) with their interval and the seeds that would resolve 0.02, and what the
+interval says in words.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+
+from jsbench.contrasts import contrasts_path, read_contrasts
+from jsbench.power import RESOLVE_DIFFERENCE
+
+__all__ = ["WORLDS", "world_table", "headline_table", "readme_tables", "fill_blocks"]
+
+# README block name -> (suite, backbone)
+WORLDS = {"analytic": ("geneval", "analytic"), "scenes-dit": ("geneval", "scenes-dit"), "detail": ("geneval", "detail"), "ocr": ("ocr", "analytic")}
+MINUS = "−"
+
+
+def _num(text: str | None) -> float | None:
+    return float(text) if text not in (None, "") else None
+
+
+def _signed(v: float, digits: int = 3) -> str:
+    return f"{v:+.{digits}f}".replace("-", MINUS)
+
+
+def _plain(v: float, digits: int = 3) -> str:
+    return f"{v:.{digits}f}".replace("-", MINUS)
+
+
+def _cell(value, se, signed=False) -> str:
+    if value is None:
+        return ""
+    text = _signed(value) if signed else _plain(value)
+    return text + (f" ± {se:.3f}" if se is not None else "")
+
+
+def _interval(lo, hi) -> str:
+    return f" [{_signed(lo)}, {_signed(hi)}]" if lo is not None and hi is not None else ""
+
+
+def _overall_lines(path: Path, backbone: str) -> list[dict]:
+    with open(path, newline="") as f:
+        return [r for r in csv.DictReader(f) if r["task"] == "overall" and r["backbone"] == backbone]
+
+
+def world_table(leaderboards: Path, suite: str, backbone: str) -> str:
+    lines = _overall_lines(Path(leaderboards) / f"{suite}.csv", backbone)
+    if not lines:
+        raise ValueError(f"leaderboards/{suite}.csv has no {backbone} rows")
+    budgets = sorted({int(r["budget"] or r["steps"]) for r in lines})
+    methods = list(dict.fromkeys(r["method"] for r in lines))
+    at = {(r["method"], int(r["budget"] or r["steps"])): r for r in lines}
+    header = ["method", *(f"{n} steps" for n in budgets)]
+    if len(budgets) == 1:
+        header.append("Δ vs default")
+    header += [f"Δ vs global ({n} steps)" if len(budgets) > 1 else "Δ vs global" for n in budgets]
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    seeds = set()
+    for m in methods:
+        cells = [m]
+        for n in budgets:
+            r = at.get((m, n))
+            cell = _cell(_num(r["value"]), _num(r["stderr"])) if r else "–"
+            cells.append(cell + (" †" if r and r.get("converged") == "false" else ""))
+            if r and r.get("train_seeds"):
+                seeds.add(int(r["train_seeds"]))
+        if len(budgets) == 1:
+            r = at.get((m, budgets[0]))
+            cells.append("–" if m == "default" else _cell(_num(r["delta"]), _num(r["delta_stderr"]), signed=True) if r and r["delta"] else "")
+        for n in budgets:
+            r = at.get((m, n))
+            if not r or r.get("delta_global") in (None, ""):
+                cells.append("–" if m == "global" else "")
+                continue
+            learned = bool(r.get("train_seeds"))
+            cells.append(_cell(_num(r["delta_global"]), _num(r["delta_global_stderr"]), signed=True)
+                         + (_interval(_num(r.get("delta_global_ci_low")), _num(r.get("delta_global_ci_high"))) if learned else ""))
+        out.append("| " + " | ".join(cells) + " |")
+    seeds_text = " or ".join(str(s) for s in sorted(seeds)) or "–"
+    out += ["", f"± one SE clustered by prompt; learned rows are the mean of {seeds_text} training seeds, their SE counting",
+            "them, and [lo, hi] is the 95 % Student-t interval of a learned row's Δ at its Satterthwaite df."]
+    if any(r.get("converged") == "false" for r in lines):
+        out.append("† its held-out score, averaged over the seeds, had not settled (jsbench/convergence.py).")
+    return "\n".join(out) + "\n"
+
+
+def verdict(row: dict) -> str:
+    """What a contrast's interval says, in words that it carries."""
+    a, b = row["a"], row["b"]
+    if row["ci_low"] > 0:
+        return f"{a} above {b}"
+    if row["ci_high"] < 0:
+        return f"{b} above {a}"
+    return "not resolved"
+
+
+def headline_table(leaderboards: Path) -> str:
+    rows = []
+    for suite in ("geneval", "ocr"):
+        rows += [(suite, r) for r in read_contrasts(contrasts_path(leaderboards, suite))]
+    header = ["suite", "world", "steps", "contrast", "Δ ± SE", "95 % t interval", "seeds", f"seeds for {RESOLVE_DIFFERENCE}", "says"]
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for suite, r in rows:
+        need = str(r["seeds_to_resolve"]) if r["seeds_to_resolve"] is not None else "– (images)"
+        out.append(f"| {suite} | {r['backbone']} | {r['steps']} | {r['contrast']} | {_signed(r['delta'])} ± {r['stderr']:.3f} | "
+                   f"[{_signed(r['ci_low'])}, {_signed(r['ci_high'])}] | {r['train_seeds']} | {need} | {verdict(r)} |")
+    out += ["", "Δ paired on the same images and by training seed; the interval is Student t at the Satterthwaite df",
+            f"of the image and seed terms; seeds for {RESOLVE_DIFFERENCE}: training seeds per row for 80 % power against a difference",
+            f"of {RESOLVE_DIFFERENCE} at this spread (– (images): the image part alone is too wide). Made from leaderboards/*.contrasts.csv."]
+    return "\n".join(out) + "\n"
+
+
+def readme_tables(leaderboards: Path) -> dict[str, str]:
+    tables = {name: world_table(leaderboards, suite, backbone) for name, (suite, backbone) in WORLDS.items()}
+    tables["headline"] = headline_table(leaderboards)
+    return tables
+
+
+def fill_blocks(text: str, tables: dict[str, str]) -> str:
+    """`text` with each `<!-- table:NAME -->...<!-- /table:NAME -->` block's body replaced by its table; a
+    block with no table is left as it is, a table with no block is not placed."""
+    def body(m: re.Match) -> str:
+        name = m.group(1)
+        return f"<!-- table:{name} -->\n{tables[name]}<!-- /table:{name} -->" if name in tables else m.group(0)
+
+    return re.sub(r"<!-- table:([\w-]+) -->\n.*?<!-- /table:\1 -->", body, text, flags=re.S)
+
