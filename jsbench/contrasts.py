@@ -7,7 +7,9 @@ its plug-in and JSPO variants; does reading the noise add to reading the prompt)
     Δ = a − b, paired on the same images and by training seed (seed s of a against seed s of b), with its
     two-level SE, Satterthwaite df, 95 % Student-t interval and p (jsbench.stats), and the training seeds
     that would resolve a difference of RESOLVE_DIFFERENCE at that spread (jsbench.power): from the SE's
-    image part and the variance of the per-seed differences.
+    image part and the variance of the per-seed differences. `stderr_unpaired_seeds` is the SE the same Δ
+    would have if its seeds were not paired (each row's seed variance added): the gain of common random
+    numbers, since seed s of every row draws the same contexts and training noise.
 
 A section's contrasts are written by the compare run that evaluates it (`<suite>.contrasts.csv`, beside the
 leaderboard CSV) and kept for the sections it does not; the page shows them under each section's table.
@@ -37,7 +39,7 @@ HEADLINE_CONTRASTS = (
     ("js", "js (prompt-only)", "noise + prompt − prompt only"),
 )
 CSV_FIELDS = ["backbone", "model_id", "steps", "contrast", "a", "b", "delta", "stderr", "df", "ci_low", "ci_high", "p", "image_se",
-              "seed_sd", "train_seeds", "seeds_to_resolve"]
+              "seed_sd", "train_seeds", "seeds_to_resolve", "stderr_unpaired_seeds"]
 DIGITS = 6
 
 
@@ -66,6 +68,7 @@ def section_contrasts(table, run_of, suite) -> list[dict]:
         diff = [{metric: x[metric] - y[metric]} for x, y in zip(run_a.scores, run_b.scores)]
         image = next(m for m in suite.aggregate(diff, items) if (m.task, m.metric) == key)
         per_seed = [[next(m.value for m in suite.aggregate(s, items) if (m.task, m.metric) == key) for s in r.per_seed()] for r in (run_a, run_b)]
+        unpaired_var = _var(per_seed[0]) / len(per_seed[0]) + _var(per_seed[1]) / len(per_seed[1])
         if len(per_seed[0]) == len(per_seed[1]):
             d = [x - y for x, y in zip(*per_seed)]
             seed_var = _var(d)
@@ -75,7 +78,7 @@ def section_contrasts(table, run_of, suite) -> list[dict]:
         out.append({"backbone": table.backbone, "model_id": table.model_id, "steps": int(table.steps), "contrast": name, "a": a, "b": b,
                     "delta": est.value, "stderr": est.stderr, "df": est.df, "ci_low": est.ci_low, "ci_high": est.ci_high, "p": est.p,
                     "image_se": image.stderr, "seed_sd": math.sqrt(seed_var), "train_seeds": min(len(per_seed[0]), len(per_seed[1])),
-                    "seeds_to_resolve": need})
+                    "seeds_to_resolve": need, "stderr_unpaired_seeds": math.sqrt(image.stderr**2 + unpaired_var)})
     return out
 
 
@@ -101,7 +104,7 @@ def read_contrasts(path: Path) -> list[dict]:
     for r in csv.DictReader(io.StringIO(path.read_text())):
         row = dict(r)
         row["steps"], row["train_seeds"] = int(row["steps"]), int(row["train_seeds"])
-        for k in ("delta", "stderr", "df", "ci_low", "ci_high", "p", "image_se", "seed_sd"):
+        for k in ("delta", "stderr", "df", "ci_low", "ci_high", "p", "image_se", "seed_sd", "stderr_unpaired_seeds"):
             row[k] = float(row[k])
         row["seeds_to_resolve"] = int(row["seeds_to_resolve"]) if row["seeds_to_resolve"] else None
         out.append(row)

@@ -107,14 +107,15 @@ def headline_table(leaderboards: Path) -> str:
     rows = []
     for suite in ("geneval", "ocr"):
         rows += [(suite, r) for r in read_contrasts(contrasts_path(leaderboards, suite))]
-    header = ["suite", "world", "steps", "contrast", "Δ ± SE", "95 % t interval", "seeds", f"seeds for {RESOLVE_DIFFERENCE}", "says"]
+    header = ["suite", "world", "steps", "contrast", "Δ ± SE", "95 % t interval", "SE unpaired", "seeds", f"seeds for {RESOLVE_DIFFERENCE}", "says"]
     out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     for suite, r in rows:
         need = str(r["seeds_to_resolve"]) if r["seeds_to_resolve"] is not None else "– (images)"
         out.append(f"| {suite} | {r['backbone']} | {r['steps']} | {r['contrast']} | {_signed(r['delta'])} ± {r['stderr']:.3f} | "
-                   f"[{_signed(r['ci_low'])}, {_signed(r['ci_high'])}] | {r['train_seeds']} | {need} | {verdict(r)} |")
+                   f"[{_signed(r['ci_low'])}, {_signed(r['ci_high'])}] | {r['stderr_unpaired_seeds']:.3f} | {r['train_seeds']} | {need} | {verdict(r)} |")
     out += ["", "Δ paired on the same images and by training seed; the interval is Student t at the Satterthwaite df",
-            f"of the image and seed terms; seeds for {RESOLVE_DIFFERENCE}: training seeds per row for 80 % power against a difference",
+            "of the image and seed terms; SE unpaired: the SE without pairing the seeds (seed s of every row draws",
+            f"the same contexts and training noise, so pairing them removes what they share); seeds for {RESOLVE_DIFFERENCE}: training seeds per row for 80 % power against a difference",
             f"of {RESOLVE_DIFFERENCE} at this spread (– (images): the image part alone is too wide). Made from leaderboards/*.contrasts.csv."]
     return "\n".join(out) + "\n"
 

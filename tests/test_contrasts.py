@@ -61,6 +61,8 @@ def test_a_contrast_by_hand():
     seed_var = sum((x - m) ** 2 for x in d) / 2
     assert ig["image_se"] == pytest.approx(image.stderr) and ig["seed_sd"] == pytest.approx(math.sqrt(seed_var)) and ig["train_seeds"] == 3
     assert ig["seeds_to_resolve"] == seeds_to_resolve(0.02, image.stderr, seed_var, image.df)
+    var = lambda v: sum((x - sum(v) / 3) ** 2 for x in v) / 2  # noqa: E731
+    assert ig["stderr_unpaired_seeds"] == pytest.approx(math.sqrt(image.stderr**2 + var(a) / 3 + var(b) / 3))
 
 
 def test_only_pairs_of_learned_rows():
