@@ -170,3 +170,23 @@ def declared_names(package: str, table: str = "_MODULES") -> tuple[str, ...]:
         if node.value is not None and any(getattr(t, "id", None) == table for t in targets):
             return tuple(ast.literal_eval(node.value))
     raise LookupError(f"{package} declares no {table}")
+
+
+def declared_records(package: str, table: str) -> list[dict]:
+    """The literal arguments of each record call (`Record("name", ..., key=literal)`) in a module's `table = ...`
+    assignment, read from its source without importing it: {"name": first argument, key: value, ...} in order
+    (baselines.py imports torch; `jsbench train --help` names the baselines fast). Non-literal arguments are left out."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec(package)
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if node.__dict__.get("value") is None or not any(getattr(t, "id", None) == table for t in targets):
+            continue
+        calls = sorted((c for c in ast.walk(node.value) if isinstance(c, ast.Call) and c.args and isinstance(c.args[0], ast.Constant)),
+                       key=lambda c: (c.lineno, c.col_offset))
+        return [{"name": c.args[0].value, **{k.arg: k.value.value for k in c.keywords if isinstance(k.value, ast.Constant)}} for c in calls]
+    raise LookupError(f"{package} declares no {table}")
