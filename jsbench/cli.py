@@ -627,6 +627,18 @@ def prompts(
         typer.echo(f"{it.task}\t{it.prompt}")
 
 
+@app.command()
+def plugins():
+    """List every backbone, suite, schedule source and baseline, and where each comes from (jsbench or a plugin's
+    package; docs/plugins.md). Exits 1 if a plugin does not load, naming it."""
+    from jsbench.plugins import listing, registered
+
+    rows, problems = registered()
+    sys.stdout.write(listing(rows, problems))
+    if problems:
+        raise typer.Exit(1)
+
+
 @schedules_app.command("plot")
 def schedules_plot(
     schedule: List[str] = typer.Option(["default"], help="Schedule sources to plot (default, policy:PATH, shift:S, ...); repeat."),
