@@ -74,9 +74,13 @@ from jsbench import JsbenchError
 __all__ = [
     "BaselineError",
     "BaselineResult",
+    "Baseline",
     "BASELINES",
     "BASELINE_VALUES",
+    "BASELINE_GROUP",
     "available_baselines",
+    "baseline_record",
+    "registered_baselines",
     "validate_baseline",
     "compute_baseline",
     "advantages",
@@ -106,29 +110,83 @@ class BaselineResult:
     shrinkage: float | None = None
 
 
-# smallest K (samples per context) and B (contexts) each baseline needs
-_MIN_SAMPLES = {"none": 1, "rloo": 2, "xctx": 2, "js": 2, "js-plugin": 2, "jspo": 2}
-_MIN_CONTEXTS = {"none": 1, "rloo": 1, "xctx": 1, "js": 3, "js-plugin": 3, "jspo": 2}
-_WHY_SAMPLES = {
-    "rloo": " (it averages the other samples of the same context)",
-    "js": " (it shrinks the leave-one-out mean of the other samples of the same context)",
-    "js-plugin": " (it shrinks the leave-one-out mean of the other samples of the same context)",
-    "jspo": " (it shrinks the leave-one-out mean of the other samples of the same context)",
-}
-_WHY_CONTEXTS = {
-    "js": " (its shrinkage factor is (B-3)/S over the B context means; B = 3 is exactly RLOO)",
-    "js-plugin": " (it estimates the between-context variance from the other B-1 contexts)",
-    "jspo": " (it shrinks toward the mean of the other contexts)",
-}
+BASELINE_GROUP = "jsbench.baselines"  # the entry-point group of other packages' baselines
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """What a baseline declares. `values(rewards [B, K]) -> [B, K]` (torch.vmap-able: the lab simulates with
+    it); `result(rewards) -> BaselineResult` when it also reports a shrinkage (else the values alone); the
+    smallest samples per context K and contexts B it runs on, each with why (`validate_baseline`'s one line);
+    `leave_one_out`: b_ik does not depend on r_ik (the protocol test perturbs r_ik to check it); `lab_order`:
+    its place in the estimator lab and in listings; `shrinkage`: it estimates a shrinkage (reported)."""
+
+    name: str
+    values: Callable[[torch.Tensor], torch.Tensor]
+    result: Callable[[torch.Tensor], BaselineResult] | None = None
+    min_samples: int = 1
+    min_contexts: int = 1
+    why_samples: str = ""
+    why_contexts: str = ""
+    description: str = ""
+    lab_order: float = 100
+    shrinkage: bool = False
+    leave_one_out: bool = True
+    origin: str = "jsbench"
+
+    def compute(self, rewards: torch.Tensor) -> BaselineResult:
+        if self.result is not None:
+            return self.result(rewards)
+        validate_baseline(self.name, *rewards.shape) if isinstance(rewards, torch.Tensor) and rewards.dim() == 2 else None
+        return BaselineResult(self.values(rewards), None)
+
+
+_PLUGINS: dict[str, Baseline] = {}
+
+
+def _plugin_baseline(name: str) -> "Baseline | None":
+    """Plugin `name`'s record (entry-point group jsbench.baselines), loaded once; None if no package declares it."""
+    from jsbench.registry import plugin_entry
+
+    if name in _PLUGINS:
+        return _PLUGINS[name]
+    entry = plugin_entry(BASELINE_GROUP, name)
+    if entry is None:
+        return None
+    record = entry.load(BaselineError)
+    if not isinstance(record, Baseline) or record.name != name or not callable(record.values):
+        raise entry.refuse(f"names {record!r}, not a jsbench.baselines.Baseline named {name!r} with callable values", BaselineError)
+    _PLUGINS[name] = record = Baseline(**{**record.__dict__, "origin": entry.origin})
+    return record
+
+
+def baseline_record(name: str) -> "Baseline":
+    """The declaration of baseline `name`: jsbench's, else an installed plugin's."""
+    record = BASELINES.get(name) or _plugin_baseline(name)
+    if record is None:
+        raise BaselineError(f"unknown baseline {name!r}; choose one of: {', '.join(available_baselines())}")
+    return record
 
 
 def available_baselines() -> list[str]:
-    return list(BASELINES)
+    """jsbench's baselines in lab order, then the installed plugins' (by name, not loaded)."""
+    from jsbench.registry import plugin_entries
+
+    return list(BASELINES) + [e.name for e in plugin_entries(BASELINE_GROUP) if e.name not in BASELINES]
 
 
-def _check_name(name: str) -> None:
-    if name not in BASELINES:
-        raise BaselineError(f"unknown baseline {name!r}; choose one of: {', '.join(BASELINES)}")
+def registered_baselines(errors: list[str] | None = None) -> list["Baseline"]:
+    """Every baseline's record in estimator-lab order (jsbench's, then the plugins'). A plugin that does not
+    load is left out with its one line appended to `errors` (raised when `errors` is None)."""
+    out = []
+    for name in available_baselines():
+        try:
+            out.append(baseline_record(name))
+        except BaselineError as exc:
+            if errors is None:
+                raise
+            errors.append(str(exc))
+    return sorted(out, key=lambda b: (b.lab_order, b.name))
 
 
 def validate_baseline(name: str, contexts: int, samples: int) -> None:
@@ -136,16 +194,16 @@ def validate_baseline(name: str, contexts: int, samples: int) -> None:
 
     Meant to be called on the configuration before any sampling (B = global batch of contexts).
     """
-    _check_name(name)
-    if samples < _MIN_SAMPLES[name]:
+    record = baseline_record(name)
+    if samples < record.min_samples:
         raise BaselineError(
-            f"baseline {name!r} needs at least {_MIN_SAMPLES[name]} samples per context"
-            f"{_WHY_SAMPLES.get(name, '')}, got K={samples}"
+            f"baseline {name!r} needs at least {record.min_samples} samples per context"
+            f"{record.why_samples}, got K={samples}"
         )
-    if contexts < _MIN_CONTEXTS[name]:
+    if contexts < record.min_contexts:
         raise BaselineError(
-            f"baseline {name!r} needs at least {_MIN_CONTEXTS[name]} contexts per (global) batch"
-            f"{_WHY_CONTEXTS.get(name, '')}, got B={contexts}"
+            f"baseline {name!r} needs at least {record.min_contexts} contexts per (global) batch"
+            f"{record.why_contexts}, got B={contexts}"
         )
 
 
@@ -392,31 +450,33 @@ def _jspo_result(rewards: torch.Tensor) -> BaselineResult:
     return BaselineResult((1.0 - lam) * _rloo(r) + lam * target, float(lam.mean()))
 
 
-BASELINES: dict[str, Callable[[torch.Tensor], BaselineResult]] = {
-    "none": _none,
-    "rloo": _rloo_result,
-    "xctx": _xctx_result,
-    "js": _js_result,
-    "js-plugin": _js_plugin_result,
-    "jspo": _jspo_result,
-}
+_SAME_CONTEXT = " (it shrinks the leave-one-out mean of the other samples of the same context)"
+
+# jsbench's baselines, in estimator-lab order; a plugin's record comes through the entry-point group
+BASELINES: dict[str, Baseline] = {b.name: b for b in (
+    Baseline("none", none_baseline, _none, description="b = 0: plain REINFORCE", lab_order=0),
+    Baseline("rloo", rloo_baseline, _rloo_result, min_samples=2, why_samples=" (it averages the other samples of the same context)",
+             description="the mean of the context's other K-1 rewards (REINFORCE leave-one-out)", lab_order=1),
+    Baseline("xctx", xctx_baseline, _xctx_result, min_samples=2, description="the mean of every other reward in the batch", lab_order=2),
+    Baseline("js", js_baseline, _js_result, min_samples=2, min_contexts=3, why_samples=_SAME_CONTEXT,
+             why_contexts=" (its shrinkage factor is (B-3)/S over the B context means; B = 3 is exactly RLOO)",
+             description="positive-part James-Stein (Efron-Morris), leave-one-out; needs B >= 3", lab_order=3, shrinkage=True),
+    Baseline("js-plugin", js_plugin_baseline, _js_plugin_result, min_samples=2, min_contexts=3, why_samples=_SAME_CONTEXT,
+             why_contexts=" (it estimates the between-context variance from the other B-1 contexts)",
+             description="the paper's plug-in lam * xctx + (1 - lam) * rloo (over-shrinks at small B)", lab_order=4, shrinkage=True),
+    Baseline("jspo", jspo_baseline, _jspo_result, min_samples=2, min_contexts=2, why_samples=_SAME_CONTEXT,
+             why_contexts=" (it shrinks toward the mean of the other contexts)",
+             description="JSPO's James-Stein baseline (Zeng et al. 2025), the other contexts' statistics", lab_order=5, shrinkage=True),
+)}
 
 
 # the [B, K] -> [B, K] baseline values alone, for torch.vmap over many simulated batches (no shrinkage float)
-BASELINE_VALUES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
-    "none": none_baseline,
-    "rloo": rloo_baseline,
-    "xctx": xctx_baseline,
-    "js": js_baseline,
-    "js-plugin": js_plugin_baseline,
-    "jspo": jspo_baseline,
-}
+BASELINE_VALUES: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {name: b.values for name, b in BASELINES.items()}
 
 
 def compute_baseline(name: str, rewards: torch.Tensor) -> BaselineResult:
     """Baseline `name` for [B, K] rewards; `shrinkage` is the batch-mean c (js) or lam (js-plugin), else None."""
-    _check_name(name)
-    return BASELINES[name](rewards)
+    return baseline_record(name).compute(rewards)
 
 
 def advantages(name: str, rewards: torch.Tensor) -> tuple[torch.Tensor, float | None]:

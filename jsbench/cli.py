@@ -17,6 +17,7 @@ from rich.console import Console
 from jsbench import JsbenchError
 from jsbench.registry import declared_names  # reads the backbones' names from source: imports no torch
 from jsbench.suites import declared_suites  # the declared names only: imports no suite module
+from jsbench.zoo.registry import spec_syntax  # the schedule sources' declarations: imports no torch
 from jsbench.train_config import DECODE_HELP, DEVICE_HELP, DTYPE_HELP, GUIDANCE_HELP, MODEL_HELP, OFFLOAD_HELP, OFFLOAD_MODE_HELP, TrainConfig  # dataclasses only: --help stays fast
 
 def _no_bool_tag() -> None:
@@ -283,8 +284,7 @@ def eval_(
     model: Optional[str] = _backbone_option("model"),
     steps: int = typer.Option(5, help="Step budget.", rich_help_panel=RUN),
     schedule: str = typer.Option("default", metavar="SPEC", rich_help_panel=RUN,
-                                 help="default, ceiling, uniform, shift:S, policy:PATH, karras[:RHO], exponential, "
-                                      "beta[:A,B], ays, oss[:M], oss-mean[:M], oss-image[:M], searched or file:PATH (see README)."),
+                                 help=f"{spec_syntax()} (`jsbench plugins` lists them)."),
     seeds: Optional[int] = typer.Option(None, help=_SEEDS_HELP, rich_help_panel=RUN),
     seed_base: int = typer.Option(0, "--seed-base", min=0, help="Noise of image k: sha256(prompt, base + k).", rich_help_panel=RUN),
     split: str = typer.Option("test", help="Prompts: test (held out), train or all.", rich_help_panel=RUN),
@@ -625,6 +625,18 @@ def prompts(
         return
     for it in items:
         typer.echo(f"{it.task}\t{it.prompt}")
+
+
+@app.command()
+def plugins():
+    """List every backbone, suite, schedule source and baseline, and where each comes from (jsbench or a plugin's
+    package; docs/plugins.md). Exits 1 if a plugin does not load, naming it."""
+    from jsbench.plugins import listing, registered
+
+    rows, problems = registered()
+    sys.stdout.write(listing(rows, problems))
+    if problems:
+        raise typer.Exit(1)
 
 
 @schedules_app.command("plot")

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from jsbench import JsbenchError
-from jsbench.baselines import BASELINES, compute_baseline, validate_baseline
+from jsbench.baselines import compute_baseline, registered_baselines, validate_baseline
 
 __all__ = [
     "EstimatorError",
@@ -99,9 +99,10 @@ class LabConfig:
 
 
 def lab_baselines(contexts: int, samples: int) -> list[str]:
-    """Every registered baseline that can run on B x K rewards (js needs B >= 3), in registry order."""
+    """Every registered baseline (plugins' included) that can run on B x K rewards (js needs B >= 3), in their
+    declared lab order."""
     names = []
-    for name in BASELINES:
+    for name in [b.name for b in registered_baselines()]:
         try:
             validate_baseline(name, contexts, samples)
         except JsbenchError:

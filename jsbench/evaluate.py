@@ -1,15 +1,8 @@
 """Evaluation: a suite's prompts x seeds, one schedule source, batched sampling, per-image scores.
 
-Schedule sources (`--schedule`):
-  default          the backbone's own default schedule
-  policy:PATH      a trained policy (instance-level or global), its deterministic Dirichlet-mean schedule
-  uniform          uniform flow-time steps;  shift:S  the SD3/Flux shift S applied to them
-  ceiling          the default schedule at `CEILING_STEPS` steps, or the backbone's `ceiling_steps`
-                   (the many-step teacher analogue)
-  karras[:RHO], exponential, beta[:A,B], ays, oss[:M], oss-mean[:M], oss-image[:M], searched, file:PATH
-                   the schedule zoo (jsbench/zoo/): diffusers' sigma families, Align Your Steps,
-                   Optimal Stepsize Sampling (recipe, batch-mean, per image), the searched global
-                   schedule, a user's schedule file
+Schedule sources (`--schedule`): one registry, jsbench/zoo/registry.py, declares every kind (`default`,
+`ceiling`, `uniform`, `shift:S`, `policy:PATH`, the schedule zoo) with its syntax; `jsbench plugins` lists
+them, other packages' included.
 Per-image scores of an interrupted run are kept in a side file and skipped on rerun, so an evaluation
 killed part-way loses nothing.
 """
@@ -18,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -27,7 +20,9 @@ import torch
 from jsbench import JsbenchError
 from jsbench.backbones.base import DEFAULT_CEILING_STEPS, eval_batch_size
 from jsbench.io import append_lines, read_prompt_lines
-from jsbench.schedule import check_sigmas, shifted_sigmas, uniform_sigmas
+from jsbench.schedule import check_sigmas
+from jsbench.zoo.policy import method_label, policy_source  # noqa: F401 (re-exported: callers import them from here)
+from jsbench.zoo.registry import ScheduleSource, resolve_source, schedule_kinds, spec_syntax
 
 CEILING_STEPS = DEFAULT_CEILING_STEPS  # the ceiling of a backbone whose `ceiling_steps` is the default (200)
 EVAL_SEED_BASE = 0
@@ -49,98 +44,14 @@ class EvalError(JsbenchError):
     pass
 
 
-_AT_STEPS = object()  # ScheduleSource.budget's default: the steps it runs
-
-
-@dataclass
-class ScheduleSource:
-    """A schedule to evaluate. `steps` is how many steps it runs; `budget` the step budget of the leaderboard
-    section its rows are filed under: `steps` unless given (a distilled sampler runs its own default steps in
-    another budget's section), None for a reference row that sits in every section of its backbone (the ceiling)."""
-
-    spec: str
-    label: str
-    steps: int
-    make: Callable[[torch.Tensor, object], torch.Tensor] = field(repr=False)
-    checksum: str | None = None
-    manifest: dict | None = None
-    budget: int | None = _AT_STEPS  # type: ignore[assignment]
-    seed_manifests: list[dict] | None = None  # a learned row of several training seeds: each seed's manifest
-
-    def __post_init__(self):
-        if self.budget is _AT_STEPS:
-            self.budget = self.steps
-
-    @property
-    def row_steps(self) -> int:
-        """The `steps` its leaderboard row shows (as `Record.row_steps`): its section's budget, or, for a row
-        in every section (the ceiling), the steps it runs."""
-        return self.steps if self.budget is None else self.budget
-
-
-def method_label(manifest: dict) -> str:
-    """How a policy appears in a leaderboard: 'global', 'js', 'rloo', 'js (prompt-only)', ..."""
-    if manifest.get("label"):
-        return manifest["label"]
-    if manifest.get("kind") == "global":
-        return "global"
-    label = manifest.get("baseline", "policy")
-    return label + " (prompt-only)" if manifest.get("kind") == "prompt" else label
-
-
-def policy_source(policy, label: str = "policy", spec: str = "policy:<in memory>", checksum: str | None = None, manifest: dict | None = None) -> ScheduleSource:
-    """A policy object as a schedule source: its deterministic Dirichlet-mean schedule, [B, N+1] per batch
-    (what `policy:PATH` evaluates once loaded; a policy still in memory, e.g. a trainer's, needs no file).
-    `checksum` (the saved weights' sha256) keys the resumable side file; None for an unsaved policy."""
-
-    def make(x, c):
-        return policy.mean_sigmas(x, c.pooled, c.tokens, c.token_mask)
-
-    return ScheduleSource(spec=spec, label=label, steps=policy.config.steps, make=make, checksum=checksum, manifest=manifest)
-
-
 def resolve_schedule(spec: str, backbone, steps: int, suite=None, log=None) -> ScheduleSource:
-    """A `--schedule` spec as a source of [B, N+1] sigmas. `suite` is needed by the zoo sources computed
-    on a suite's training prompts (`oss`, `searched`); `log` reports when such a cache is (re)computed."""
-    kind, _, arg = spec.partition(":")
-    if kind == "default":
-        return ScheduleSource(spec, "default", steps, lambda x, c: backbone.default_sigmas(steps, x))
-    if kind == "ceiling":
-        # each backbone names its own many-step reference (`ceiling_steps`: 200, scenes-dit's 50); the row is
-        # a reference for every budget, so it has none of its own
-        n = int(arg) if arg else int(backbone.ceiling_steps)
-        own = n == backbone.default_steps and not backbone.draws_embedded_world  # a real model's own count
-        return ScheduleSource(spec, f"ceiling ({n} steps{', pipeline default' if own else ''})", n, lambda x, c: backbone.default_sigmas(n, x), budget=None)
-    # Schedules stay float32 up to the backbone, whatever the latents' dtype: the adapter alone turns them
-    # into model timesteps (rounded to bf16 here, neighbouring sigmas near 1 would merge)
-    if kind == "uniform":
-        return ScheduleSource(spec, "uniform", steps, lambda x, c: uniform_sigmas(steps, x.shape[0], torch.float32, x.device))
-    if kind == "shift":
-        try:
-            s = float(arg)
-        except ValueError:
-            raise EvalError(f"bad schedule {spec!r}: shift needs a number, e.g. shift:3") from None
-        return ScheduleSource(spec, f"shift {s:g}", steps, lambda x, c: shifted_sigmas(steps, s, x.shape[0], torch.float32, x.device))
-    if kind in ("policy", "global"):
-        if not arg:
-            raise EvalError(f"bad schedule {spec!r}: give a path, e.g. policy:policies/analytic/js-n5")
-        from jsbench.policy import load_policy
-
-        seeds = sorted(p.parent.name for p in Path(arg).glob("seed*/manifest.json")) if not (Path(arg) / "manifest.json").exists() else []
-        if seeds:
-            raise EvalError(f"{arg} is a learned row of {len(seeds)} training seeds ({', '.join(seeds)}): evaluate one, e.g. "
-                            f"policy:{Path(arg) / seeds[0]}, or all of them with `jsbench compare`")
-        policy, manifest = load_policy(arg, backbone=backbone, steps=steps)  # float32, on the backbone's device
-        return policy_source(policy, label=method_label(manifest), spec=spec, checksum=manifest.get("checksum"), manifest=manifest)
-    from jsbench.zoo import ZOO_KINDS, zoo_source_row
-
-    if kind in ZOO_KINDS:
-        label, make, checksum = zoo_source_row(spec, backbone, steps, suite=suite, log=log)
-        return ScheduleSource(spec, label, steps, make, checksum)
-    raise EvalError(
-        f"unknown schedule {spec!r}: use default, ceiling, uniform, shift:S, policy:PATH, karras[:RHO], exponential, "
-        "beta[:A,B], ays, oss[:M], oss-mean[:M], oss-image[:M], searched or file:PATH"
-    )
+    """A `--schedule` spec as a source of [B, N+1] sigmas, through the one registry of schedule sources
+    (jsbench/zoo/registry.py; plugins included). `suite` is needed by the zoo sources computed on a suite's
+    training prompts (`oss`, `searched`); `log` reports when such a cache is (re)computed."""
+    source = resolve_source(spec, backbone, steps, suite=suite, log=log)
+    if source is None:
+        raise EvalError(f"unknown schedule {spec!r}: use {spec_syntax(schedule_kinds(errors=[]))}")
+    return source
 
 
 @dataclass

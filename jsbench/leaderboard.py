@@ -23,10 +23,10 @@ from jsbench import JsbenchError
 from jsbench.contrasts import contrast_lines
 from jsbench.results import PROVENANCE_FIELDS, Record, latest, paired_estimates
 from jsbench.stats import SE_LEGEND, T_LEGEND, TWO_LEVEL_LEGEND, t_interval
+from jsbench.zoo.registry import zoo_rank
 
 OVERALL_RULES = {"ocr": "overall = every image pooled, as MARIO-Eval pools"}  # else GenEval's mean of the task means
 METHOD_ORDER = ["default", "uniform", "global", "js", "js (prompt-only)", "js-plugin", "rloo", "xctx", "none"]
-ZOO_ORDER = {k: i for i, k in enumerate(["karras", "exponential", "beta", "ays", "oss", "oss-mean", "oss-image", "searched", "file"])}
 
 
 def method_rank(method: str) -> tuple:
@@ -36,7 +36,7 @@ def method_rank(method: str) -> tuple:
         return (0, METHOD_ORDER.index(method), method)
     if method.startswith("shift"):
         return (0, 1.5, method)
-    zoo = ZOO_ORDER.get(method.split(" ")[0].split(":")[0])
+    zoo = zoo_rank(method.split(" ")[0].split(":")[0])  # each zoo row's declared order (jsbench/zoo/registry.py)
     if zoo is not None:  # the schedule zoo (jsbench/zoo/): after the hand-made rows, before the learned ones
         return (0, 1.6 + 0.05 * zoo, method)
     if method.startswith("ceiling"):

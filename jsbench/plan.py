@@ -194,45 +194,17 @@ def prompt_items(suite_name: str, backbone_name: str, split: str = "test", limit
 # ---- the plans ----------------------------------------------------------------------------------------
 
 
-def _oss_nfe_per_row(student: int, teacher: int) -> int:
-    """Velocity calls per row of `zoo.oss.oss_paths` (the per-sample DP, free start): the teacher trajectory
-    (M), then every teacher grid point but the last as a source at each of the N levels."""
-    return teacher + student * teacher
-
-
-def _oss_mean_nfe_per_row(student: int, teacher: int) -> int:
-    """Velocity calls per row of `zoo.oss.oss_mean_search` (one schedule for the batch's mean cost): the teacher
-    trajectory (M), then one call per reachable state of each DP level (1 at the first, M - N + 1 after)."""
-    return teacher + 1 + (student - 1) * (teacher - student + 1)
-
-
 def _teacher_rows(spec: str, steps: int, cls, cost: CostModel, images: int = 0) -> tuple[int, str]:
-    """(extra NFE, note) of a zoo row that runs a teacher: oss, oss-mean and searched once on the training
-    prompts, oss-image on every evaluated image (`images`)."""
-    import inspect
+    """(extra NFE, note) of a row whose source declares a teacher (`ScheduleKind.teacher`, its own estimate: oss,
+    oss-mean and searched once on the training prompts, oss-image on every evaluated image, `images`)."""
+    from jsbench.zoo.registry import schedule_kind, teacher_cost
 
-    from jsbench.zoo import oss as zoo_oss
-    from jsbench.zoo import searched as zoo_searched
-
-    kind, _, arg = spec.partition(":")
-    teacher = zoo_oss.teacher_steps_for(cls, int(arg) if arg else None, steps) if kind.startswith("oss") else 0
-    if kind in ("oss", "oss-mean"):
-        params = inspect.signature(zoo_oss.oss_sigmas if kind == "oss" else zoo_oss.oss_mean_sigmas).parameters
-        rows = params["prompts"].default * params["seeds"].default
-        per_row = (_oss_nfe_per_row if kind == "oss" else _oss_mean_nfe_per_row)(steps, teacher)
-        return rows * per_row * cost.cfg_batch, f"+ {teacher}-step teacher and DP search on {rows} rows, once"
-    if kind == "oss-image":
-        return images * _oss_nfe_per_row(steps, teacher) * cost.cfg_batch, f"+ {teacher}-step teacher and DP search per image"
-    if kind == "searched":
-        from jsbench.schedule import candidate_schedules
-
-        params = inspect.signature(zoo_searched.searched_sigmas).parameters
-        rows = params["prompts"].default * params["seeds"].default
-        s = zoo_searched.SEARCH_SETTINGS
-        cands = len(candidate_schedules(steps, random_count=s["random_count"], grid_points=s["grid_points"], shifts=s["shifts"])) + 1
-        trials = cands + s["sweeps"] * (steps - 1) * s["refine_points"]
-        return cost.nfe(rows * trials, steps), f"+ search: up to {trials} schedules x {rows} images, once"
-    return 0, ""
+    try:
+        kind = schedule_kind(spec.partition(":")[0])
+    except JsbenchError:
+        kind = None  # a plugin that does not load: the run names it
+    estimate = teacher_cost(kind) if kind is not None else None
+    return estimate(spec, steps, cls, cost, images) if estimate is not None else (0, "")
 
 
 def plan_compare(suite: str, backbone: str, steps_list: list[int], *, gpu: str = "h100", seeds: int | None = None,

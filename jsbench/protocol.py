@@ -22,8 +22,6 @@ from jsbench import JsbenchError
 EMBEDDED_SEEDS = 16
 #: images per prompt of each suite's own protocol, used on real models (see the module docstring)
 PROTOCOL_SEEDS = {"geneval": 4, "hpdv2": 1, "ocr": 4}
-#: zoo rows that need a teacher trajectory or a schedule search: opt-in on real models
-TEACHER_ZOO = ("oss", "oss-mean", "oss-image", "searched")
 
 
 def is_real(backbone) -> bool:
@@ -40,8 +38,9 @@ def default_zoo(real: bool) -> list[str]:
     """The zoo rows of `compare` when --zoo is not given: every default zoo row, less the teacher-based ones on
     a real model."""
     from jsbench.zoo import DEFAULT_ZOO
+    from jsbench.zoo.registry import teacher_kinds  # the rows that declare a teacher trajectory or a schedule search
 
-    return [z for z in DEFAULT_ZOO if not (real and z in TEACHER_ZOO)]
+    return [z for z in DEFAULT_ZOO if not (real and z in teacher_kinds())]
 
 
 def ceiling_spec(backbone) -> str:

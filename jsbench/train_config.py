@@ -14,7 +14,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from jsbench.registry import declared_names  # the backbones' names, read without importing torch
+from jsbench.registry import declared_names, declared_records, plugin_entries  # read without importing torch
+
+
+def baseline_help() -> str:
+    """--baseline's choices, from the baselines' records (baselines.py, read without importing torch) and the
+    installed plugins' entry points (not loaded): 'none, rloo, ..., js (-B >= 3), js-plugin (-B >= 3) or jspo (-B >= 2)'."""
+    records = declared_records("jsbench.baselines", "BASELINES")
+    words = [r["name"] + (f" (-B >= {r['min_contexts']})" if r.get("min_contexts", 1) > 1 else "") for r in records]
+    words += [e.name for e in plugin_entries("jsbench.baselines") if e.name not in {r["name"] for r in records}]
+    return ", ".join(words[:-1]) + " or " + words[-1]
 
 
 def option(default, help: str, **metadata):
@@ -37,7 +46,7 @@ class TrainConfig:
     backbone: str = option("analytic", f"Backbone: {', '.join(declared_names('jsbench.backbones'))}.")
     model: str | None = option(None, MODEL_HELP)
     steps: int = option(5, "Step budget N (N increments).")
-    baseline: str = option("js", "none, rloo, xctx, js (James–Stein; -B >= 3) or js-plugin.")
+    baseline: str = option("js", f"{baseline_help()}.")
     reward: str = option("geneval", f"Reward: {', '.join(declared_names('jsbench.rewards'))}.")
     suite: str = option("geneval", f"Training prompts' suite: {', '.join(declared_names('jsbench.suites'))}.")
     policy: str = option("instance", "Reads prompt + noise, the prompt, or nothing.", choices=("instance", "prompt", "global"))

@@ -47,7 +47,7 @@ class IncompleteBackbone(JsbenchError):
     """A registered backbone that lacks an attribute or call of the Backbone protocol (refused when loaded)."""
 
 
-_REGISTRY = Registry("backbone", UnknownBackbone, _MODULES)
+_REGISTRY = Registry("backbone", UnknownBackbone, _MODULES, group="jsbench.backbones")  # + plugins (entry points)
 register = _REGISTRY.register
 available_backbones = _REGISTRY.names
 

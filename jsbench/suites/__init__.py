@@ -32,7 +32,7 @@ class UnknownSuite(JsbenchError):
 _MODULES: dict[str, str] = {"geneval": "jsbench.suites.geneval", "ocr": "jsbench.suites.ocr", "hpdv2": "jsbench.suites.hpdv2"}
 
 
-_REGISTRY = Registry("suite", UnknownSuite, _MODULES, package="jsbench.suites")
+_REGISTRY = Registry("suite", UnknownSuite, _MODULES, package="jsbench.suites", group="jsbench.suites")  # + plugins
 register_suite = _REGISTRY.register
 available_suites = _REGISTRY.names
 

@@ -1,4 +1,7 @@
-"""The schedule zoo: every schedule a learned one is compared against, as a `--schedule` source.
+"""Schedule sources: every `--schedule` spec, and the schedule zoo, every schedule a learned one is compared
+against. One registry (`registry.py`: each kind's `ScheduleKind` declaration) holds them all: the hand-made
+`default`, `ceiling`, `uniform`, `shift:S` (plain.py) and `policy:PATH` (policy.py), the zoo rows below, and
+other packages' sources (entry-point group `jsbench.schedules`, docs/plugins.md).
 
     karras[:RHO]      Karras/EDM sigmas (diffusers' `use_karras_sigmas`, rho 7 unless given)   families.py
     exponential       log-uniform sigmas (diffusers' `use_exponential_sigmas`)                 families.py
@@ -11,8 +14,9 @@
                       with the suite's own metric on its training prompts (cached)             searched.py
     file:PATH         the user's schedule(s): JSON or CSV, one sigma list or one per prompt     files.py
 
-Each family lives in its own module and registers a builder (`registry.register_zoo`); this package
-offers the entry points callers use: `zoo_source_row`, `parse_zoo`, `zoo_rows`.
+Each family lives in its own module and registers a builder (`registry.register_source`); this package
+offers the entry points callers use: `zoo_source_row`, `parse_zoo`, `zoo_rows`. Its names are imported on
+first use, so naming the sources (the CLI's help) imports no torch.
 
 The clock. diffusers converts the sigmas of a schedule *after* its shift, in the scheduler's own sigma:
 flow time for the flow-matching scheduler (SD3, Flux), the VE sigma sqrt((1 - abar)/abar) for
@@ -31,16 +35,10 @@ settings); a file whose key matches is reused, anything else is recomputed and r
 
 from __future__ import annotations
 
+import importlib
 import re
 
-from jsbench.zoo.ays import ays_sigmas
-from jsbench.zoo.cache import schedules_dir
-from jsbench.zoo.clock import Clock, ZooError, clock
-from jsbench.zoo.families import family_sigmas
-from jsbench.zoo.files import ScheduleFile, read_schedule_file
-from jsbench.zoo.oss import oss_image_source, oss_mean_search, oss_mean_sigmas, oss_paths, oss_sigmas, reference_median
-from jsbench.zoo.registry import ZOO_MODULES, zoo_kind
-from jsbench.zoo.searched import search_global_schedule, searched_sigmas
+from jsbench.zoo.registry import SOURCES, ZooError, default_zoo_kinds, resolve_source, zoo_kind, zoo_kind_names
 
 __all__ = [
     "ZOO_KINDS",
@@ -66,18 +64,35 @@ __all__ = [
     "zoo_rows",
 ]
 
-ZOO_KINDS = tuple(ZOO_MODULES)
+# name -> the module that defines it, imported on first use (these modules import torch)
+_LAZY = {
+    "Clock": "clock", "clock": "clock", "family_sigmas": "families", "ays_sigmas": "ays", "ScheduleFile": "files",
+    "read_schedule_file": "files", "oss_paths": "oss", "reference_median": "oss", "oss_sigmas": "oss", "oss_mean_search": "oss",
+    "oss_mean_sigmas": "oss", "oss_image_source": "oss", "search_global_schedule": "searched", "searched_sigmas": "searched",
+    "schedules_dir": "cache",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"jsbench.zoo.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+#: jsbench's zoo rows, in leaderboard order (`registry.SOURCES`; a plugin's zoo rows are in `zoo_kind_names()`)
+ZOO_KINDS = tuple(k.name for k in SOURCES if k.zoo)
 #: rows `jsbench compare` adds by default (ays only where the family has one, oss-image only on the embedded
 #: worlds: elsewhere it costs a teacher trajectory per image, so it runs only when named in --zoo)
-DEFAULT_ZOO = ("karras", "ays", "oss", "oss-image", "searched")
+DEFAULT_ZOO = default_zoo_kinds()
 
 
 def zoo_source_row(spec: str, backbone, steps: int, suite=None, log=None):
     """(label, make(x_T, cond) -> [B, N+1], checksum) of a zoo `--schedule` spec."""
     kind = spec.partition(":")[0]
-    if kind not in ZOO_MODULES:
-        raise ZooError(f"{kind!r} is not a zoo schedule ({', '.join(ZOO_KINDS)})")
-    return zoo_kind(kind).build(spec, backbone, steps, suite=suite, log=log)
+    if kind not in zoo_kind_names():
+        raise ZooError(f"{kind!r} is not a zoo schedule ({', '.join(zoo_kind_names())})")
+    source = resolve_source(spec, backbone, steps, suite=suite, log=log)
+    return source.label, source.make, source.checksum
 
 
 def parse_zoo(text: str) -> list[str]:
@@ -90,8 +105,9 @@ def parse_zoo(text: str) -> list[str]:
             out[-1] += "," + token  # beta:A,B keeps its second number
             continue
         kind = token.partition(":")[0]
-        if kind not in ZOO_KINDS:
-            raise ZooError(f"--zoo: {token!r} is not a zoo schedule; use a comma-separated list of {', '.join(ZOO_KINDS[:-1])}, or none")
+        zoo = zoo_kind_names()
+        if kind not in zoo:
+            raise ZooError(f"--zoo: {token!r} is not a zoo schedule; use a comma-separated list of {', '.join(k for k in zoo if k != 'file')}, or none")
         out.append(token)
     return out
 

@@ -10,14 +10,10 @@ from typing import Callable
 
 import torch
 
-from jsbench import JsbenchError
 from jsbench.schedule import ScheduleError, check_sigmas
+from jsbench.zoo.registry import ZooError  # defined with the registry, which imports no torch
 
 __all__ = ["ZooError", "Clock", "clock", "is_discrete", "digest"]
-
-
-class ZooError(JsbenchError):
-    """A zoo schedule that cannot be built for this backbone, or a malformed schedule file."""
 
 
 @dataclass

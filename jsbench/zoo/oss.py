@@ -333,6 +333,33 @@ def _teacher_arg(spec: str) -> int | None:
     return int(arg)
 
 
+def _oss_nfe_per_row(student: int, teacher: int) -> int:
+    """Velocity calls per row of `oss_paths` (the per-sample DP, free start): the teacher trajectory (M), then
+    every teacher grid point but the last as a source at each of the N levels."""
+    return teacher + student * teacher
+
+
+def _oss_mean_nfe_per_row(student: int, teacher: int) -> int:
+    """Velocity calls per row of `oss_mean_search` (one schedule for the batch's mean cost): the teacher
+    trajectory (M), then one call per reachable state of each DP level (1 at the first, M - N + 1 after)."""
+    return teacher + 1 + (student - 1) * (teacher - student + 1)
+
+
+def teacher_cost(spec: str, steps: int, cls, cost, images: int = 0) -> tuple[int, str]:
+    """(extra NFE, note) for `--plan` (ScheduleKind.teacher): oss and oss-mean once on the training prompts,
+    oss-image on every evaluated image. `cls`: the backbone's class; `cost`: plan.CostModel."""
+    import inspect
+
+    kind, _, arg = spec.partition(":")
+    teacher = teacher_steps_for(cls, int(arg) if arg else None, steps)
+    if kind in ("oss", "oss-mean"):
+        params = inspect.signature(oss_sigmas if kind == "oss" else oss_mean_sigmas).parameters
+        rows = params["prompts"].default * params["seeds"].default
+        per_row = (_oss_nfe_per_row if kind == "oss" else _oss_mean_nfe_per_row)(steps, teacher)
+        return rows * per_row * cost.cfg_batch, f"+ {teacher}-step teacher and DP search on {rows} rows, once"
+    return images * _oss_nfe_per_row(steps, teacher) * cost.cfg_batch, f"+ {teacher}-step teacher and DP search per image"
+
+
 @register_zoo("oss", available=_available)
 def _build_oss(spec: str, backbone, steps: int, suite=None, log=None):
     return constant_source("oss", oss_sigmas(backbone, suite, steps, teacher_steps=_teacher_arg(spec), log=log))

@@ -98,6 +98,18 @@ def searched_sigmas(backbone, suite, steps: int, prompts: int = 192, seeds: int 
     return cached_row("searched", backbone, suite.name, steps, key, compute, log)
 
 
+def teacher_cost(spec: str, steps: int, cls, cost, images: int = 0) -> tuple[int, str]:
+    """(extra NFE, note) for `--plan` (ScheduleKind.teacher): the search, once on the training prompts."""
+    import inspect
+
+    params = inspect.signature(searched_sigmas).parameters
+    rows = params["prompts"].default * params["seeds"].default
+    s = SEARCH_SETTINGS
+    cands = len(candidate_schedules(steps, random_count=s["random_count"], grid_points=s["grid_points"], shifts=s["shifts"])) + 1
+    trials = cands + s["sweeps"] * (steps - 1) * s["refine_points"]
+    return cost.nfe(rows * trials, steps), f"+ search: up to {trials} schedules x {rows} images, once"
+
+
 @register_zoo("searched")
 def _build(spec: str, backbone, steps: int, suite=None, log=None):
     if spec.partition(":")[2]:
