@@ -170,6 +170,8 @@ def config_options(config_cls, panels: dict[str, str] | None = None) -> list[ins
         elif type(None) in typing.get_args(annotation):  # `X | None`, as typer reads it
             annotation = Optional[next(a for a in typing.get_args(annotation) if a is not type(None))]
         extra = {"min": meta["min"]} if "min" in meta else {}
+        if meta.get("hidden"):
+            extra["hidden"] = True  # accepted, not listed: an option kept for repeating older runs
         if panels and f.name in panels:
             extra["rich_help_panel"] = panels[f.name]
         out.append(inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, annotation=annotation,

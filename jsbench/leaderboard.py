@@ -175,6 +175,7 @@ def build_tables(records: list[Record], suite: str, metric: str) -> list[Table]:
                     "n_images": overall.n_images,
                     "train_seeds": overall.train_seeds,  # a learned row: the training seeds it averages (None: not learned)
                     "converged": overall.converged,  # a learned row: its seed-averaged held-out curve stopped moving (None: not judged)
+                    "shared_noise": overall.shared_noise,  # a learned row whose seeds shared one noise stream
                     # per task, and overall: (prompts, images) the row averages over
                     "counts": {t: (r.n_prompts, r.n_images) for t, r in by_task.items()},
                 }
@@ -188,12 +189,17 @@ def build_tables(records: list[Record], suite: str, metric: str) -> list[Table]:
 NOT_CONVERGED_MARK = "†"
 NOT_CONVERGED_LEGEND = ("† not converged: its held-out score, averaged over its training seeds, still rose or fell over the "
                         "last half of training by more than the margin (jsbench/convergence.py).")
+SHARED_NOISE_MARK = "‡"
+SHARED_NOISE_LEGEND = ("‡ its training seeds shared one noise stream (trained before seeds were independent; manifest "
+                       "`noise_stream`): the seed spread leaves that stream's variability out, so its ± may be too small.")
 NOT_JUDGED_LEGEND = "Learned rows without † or a verdict in the CSV are not judged: a training seed has no held-out curve (heldout.jsonl)."
 
 
 def method_cell(row: dict) -> str:
-    """The row's method, marked when a manifest of its training seeds says it had not converged."""
-    return row["method"] + (f" {NOT_CONVERGED_MARK}" if row.get("converged") is False else "")
+    """The row's method, marked † when its held-out curve had not settled and ‡ when its training seeds
+    shared one noise stream."""
+    return (row["method"] + (f" {NOT_CONVERGED_MARK}" if row.get("converged") is False else "")
+            + (f" {SHARED_NOISE_MARK}" if row.get("shared_noise") else ""))
 
 
 def table_legend(t: Table) -> list[str]:
@@ -206,6 +212,8 @@ def table_legend(t: Table) -> list[str]:
         out.append(T_LEGEND)
     if any(row.get("converged") is False for row in t.rows):
         out.append(NOT_CONVERGED_LEGEND)
+    if any(row.get("shared_noise") for row in t.rows):
+        out.append(SHARED_NOISE_LEGEND)
     if any(row.get("converged") is None and row.get("train_seeds") for row in t.rows):
         out.append(NOT_JUDGED_LEGEND)
     return out
@@ -314,7 +322,7 @@ def cross_budget(tables: list[Table]) -> list[str]:
 
 CI_FIELDS = ["df", "ci_low", "ci_high", "delta_df", "delta_ci_low", "delta_ci_high", "delta_global_df", "delta_global_ci_low", "delta_global_ci_high"]
 CSV_FIELDS = ["backbone", "model_id", "steps", "method", "task", "value", "stderr", "delta", "delta_stderr", "n_images", "budget", "command", *PROVENANCE_FIELDS,
-              "n_prompts", "delta_global", "delta_global_stderr", "train_seeds", "converged", "seed_base", *CI_FIELDS]
+              "n_prompts", "delta_global", "delta_global_stderr", "train_seeds", "converged", "seed_base", *CI_FIELDS, "shared_noise"]
 # `steps` is the row's own budget (200 for the ceiling row), `budget` the section's; `command` made the section;
 # `n_images` and `n_prompts` are the line's own task's; `delta_global` (overall lines) is paired vs the global row;
 # `train_seeds`: the training seeds a learned row averages; `converged`: true/false from its seed-averaged held-out
@@ -322,7 +330,8 @@ CSV_FIELDS = ["backbone", "model_id", "steps", "method", "task", "value", "stder
 # `df`, `ci_low`, `ci_high` (overall lines): the df of `stderr` and the 95 % Student-t interval of `value`
 # (jsbench.stats: prompts - 1, or for a learned row the Satterthwaite df of its prompt and seed terms); the
 # same for `delta` (`delta_df`, ...) and `delta_global` (`delta_global_df`, ...); "" where not recorded
-# (columns added last: readers by position of the earlier ones are unaffected, older CSVs lack them)
+# (columns added last: readers by position of the earlier ones are unaffected, older CSVs lack them);
+# `shared_noise`: "true" for a learned row whose training seeds shared one noise stream (‡)
 
 
 def render_csv(tables: list[Table]) -> str:
@@ -340,7 +349,8 @@ def render_csv(tables: list[Table]) -> str:
                      *provenance_key(t.provenance), _count(row, task, 0),
                      _num(row.get("delta_global")) if task == "overall" else "", _num(row.get("delta_global_stderr")) if task == "overall" else "",
                      row.get("train_seeds") or "", "" if row.get("converged") is None else str(bool(row["converged"])).lower(),
-                     "" if t.seed_base is None else t.seed_base, *(_ci_cells(row) if task == "overall" else [""] * len(CI_FIELDS))]
+                     "" if t.seed_base is None else t.seed_base, *(_ci_cells(row) if task == "overall" else [""] * len(CI_FIELDS)),
+                     "true" if row.get("shared_noise") else ""]
                 )
     return buf.getvalue()
 
@@ -390,7 +400,8 @@ def tables_from_csv(rows: list[dict]) -> list[Table]:
         g = groups.setdefault((*bm, budget, provenance_key(prov)), {"tasks": [], "rows": {}, "command": r.get("command") or "", "provenance": prov,
                                                                     "seed_base": _int(r.get("seed_base"))})
         row = g["rows"].setdefault(r["method"], {"method": r["method"], "steps": int(r["steps"]), "train_seeds": _int(r.get("train_seeds")),
-                                                 "converged": {"true": True, "false": False}.get(r.get("converged") or "")})
+                                                 "converged": {"true": True, "false": False}.get(r.get("converged") or ""),
+                                                 "shared_noise": r.get("shared_noise") == "true" or None})
         if r.get("n_prompts") or r.get("n_images"):  # per line, as written (CSVs without n_prompts repeated the overall n_images)
             row.setdefault("counts", {})[r["task"]] = (_int(r.get("n_prompts")), _int(r.get("n_images")))
         if r["task"] == "overall":

@@ -63,6 +63,9 @@ class Record:
     noise: str | None = None
     train_seeds: int | None = None  # a learned row: the training seeds it is the mean of (None: not learned)
     converged: bool | None = None  # a learned row: its seed-averaged held-out curve has stopped moving (None: not judged)
+    # a learned row whose training seeds drew one shared noise stream (runs trained before seeds were
+    # independent; their manifests record --noise-stream shared): its seed term may be too small
+    shared_noise: bool | None = None
     # degrees of freedom of `stderr` and `delta_stderr` (jsbench.stats: prompts - 1, Satterthwaite over tasks
     # and over the prompt and training-seed terms); None: not recorded (older records)
     df: float | None = None
@@ -211,6 +214,7 @@ def make_records(backbone, suite, source: ScheduleSource, run: EvalRun, referenc
                 noise=NOISE_SCHEME,
                 train_seeds=run.train_seeds if source.spec.startswith("policy:") else None,
                 converged=converged,
+                shared_noise=seeds_share_noise(source),
                 df=m.df,
                 delta_df=None if d is None else d.df,
             )
@@ -227,6 +231,15 @@ def row_converged(source: ScheduleSource) -> bool | None:
     from jsbench.convergence import row_verdict
 
     return row_verdict(arg)["converged"]
+
+
+def seeds_share_noise(source: ScheduleSource) -> bool | None:
+    """Whether a learned row's training seeds drew one shared noise stream (a manifest's `noise_stream`
+    "shared"); None for a row of one seed or no learned row."""
+    manifests = getattr(source, "seed_manifests", None) or []
+    if len(manifests) < 2:
+        return None
+    return any((m.get("train") or {}).get("noise_stream") == "shared" for m in manifests)
 
 
 def append_records(path: str | Path, records: list[Record]) -> None:
@@ -270,4 +283,4 @@ def latest(records: list[Record]) -> list[Record]:
     return list(newest.values())
 
 
-__all__ = ["Record", "KEY_FIELDS", "PROVENANCE_FIELDS", "make_records", "paired_metrics", "paired_estimates", "run_metrics", "row_converged", "suite_provenance", "prompt_set_hash", "append_records", "read_records", "latest"]
+__all__ = ["Record", "KEY_FIELDS", "PROVENANCE_FIELDS", "make_records", "paired_metrics", "paired_estimates", "run_metrics", "row_converged", "seeds_share_noise", "suite_provenance", "prompt_set_hash", "append_records", "read_records", "latest"]

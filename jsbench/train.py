@@ -206,7 +206,8 @@ class Trainer:
     def contexts_for(self, it: int) -> tuple[list[str], list[int], int]:
         rng, torch_seed = _update_rng(self.config.seed, it)
         idx = rng.integers(len(self.prompts), size=self.config.contexts)
-        first = TRAIN_SEED_BASE + self.config.seed * TRAIN_SEED_STRIDE + it * self.config.contexts
+        stream = 0 if self.config.noise_stream == "shared" else self.config.seed  # shared: an older run's (every seed seed 0's)
+        first = TRAIN_SEED_BASE + stream * TRAIN_SEED_STRIDE + it * self.config.contexts
         seeds = [first + b for b in range(self.config.contexts)]
         return [self.prompts[i] for i in idx], seeds, torch_seed
 

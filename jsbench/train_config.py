@@ -4,7 +4,7 @@
 here is an option there, with its name (`--field-name`), default and help, and nothing else to touch.
 The metadata of a field: `help` (required), `flags` (the option's names when not just `--field-name`,
 e.g. a short flag, or a bare `--flag` for a bool without `--no-flag`), `choices` (the allowed values),
-`min` (the smallest allowed number).
+`min` (the smallest allowed number), `hidden` (accepted, not listed in --help).
 
 This module imports nothing heavy (no torch), so `jsbench --help` stays fast; jsbench.train re-exports
 TrainConfig beside the Trainer that runs it.
@@ -64,6 +64,9 @@ class TrainConfig:
     checkpoint_every: int = option(25, "Updates per checkpoint.")
     heldout_prompts: int = option(64, "Prompts held out (0: none).", min=0, flags=("--heldout",))
     heldout_every: int | None = option(None, "Updates per held-out score.", min=1)
+    # runs trained before seeds drew their own noise (every seed the stream of seed 0) are repeated with
+    # `--noise-stream shared`, which their manifests record; hidden from --help, no new run should use it
+    noise_stream: str = option("per-seed", "Training noise: per-seed, or shared (older runs).", choices=("per-seed", "shared"), hidden=True)
     device: str | None = option(None, DEVICE_HELP)
     dtype: str | None = option(None, DTYPE_HELP)  # the backbone's dtype; the policy is always fp32
     offload: bool = option(False, OFFLOAD_HELP, flags=("--offload",))  # one network on the GPU at a time
