@@ -159,8 +159,8 @@ def test_rapidocr_reads_a_repeated_image_once_and_as_each_copy_alone(rapid, monk
     images = render_words(["river", "OPEN", "river", "river", "OPEN"])
     alone = [RapidOcrEngine.read_one(rapid, img) for img in rapid_pixels(images)]
     calls = []
-    read_one = rapid.read_one
-    monkeypatch.setattr(rapid, "read_one", lambda image: calls.append(1) or read_one(image))
+    detections = rapid.detections
+    monkeypatch.setattr(rapid, "detections", lambda image: calls.append(1) or detections(image))
     monkeypatch.setattr(rapid, "memo", ReadingMemo())
     assert rapid.read(images) == alone
     assert len(calls) == 2
@@ -190,8 +190,8 @@ def test_tesseract_reads_words_in_real_fonts(which):
 def test_tesseract_reads_a_repeated_image_once(monkeypatch):
     engine = load_engine("tesseract")
     calls = []
-    read_one = engine.read_one
-    monkeypatch.setattr(engine, "read_one", lambda image: calls.append(1) or read_one(image))
+    detections = engine.detections
+    monkeypatch.setattr(engine, "detections", lambda image: calls.append(1) or detections(image))
     monkeypatch.setattr(engine, "memo", ReadingMemo())
     texts = engine.read(render_words(["OPEN", "river", "OPEN"]))
     assert [_norm(t) for t in texts] == [["open"], ["river"], ["open"]]
@@ -330,8 +330,8 @@ def test_bench_ocr_engines_script(tmp_path, capsys, rapid, monkeypatch):
     import json
 
     reads = []
-    read_one = rapid.read_one
-    monkeypatch.setattr(rapid, "read_one", lambda image: reads.append(1) or read_one(image))
+    detections = rapid.detections
+    monkeypatch.setattr(rapid, "detections", lambda image: reads.append(1) or detections(image))
 
     path = Path(__file__).resolve().parents[1] / "scripts" / "bench_ocr_engines.py"
     spec = importlib.util.spec_from_file_location("bench_ocr_engines", path)

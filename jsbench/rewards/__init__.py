@@ -30,7 +30,7 @@ class UnknownReward(JsbenchError):
 
 # Known names -> their module, so a lookup imports only that module; a reward not listed here is still
 # found (the registry imports this package's modules on a miss), so a new reward needs no line here.
-_MODULES: dict[str, str] = {"geneval": "jsbench.rewards.geneval", "ocr": "jsbench.rewards.ocr", "hps": "jsbench.rewards.clip", "clip": "jsbench.rewards.clip"}
+_MODULES: dict[str, str] = {"geneval": "jsbench.rewards.geneval", "ocr": "jsbench.rewards.ocr", "ocr-flowgrpo": "jsbench.rewards.ocr", "hps": "jsbench.rewards.clip", "clip": "jsbench.rewards.clip"}
 
 
 _REGISTRY = Registry("reward", UnknownReward, _MODULES, package="jsbench.rewards")

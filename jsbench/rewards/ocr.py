@@ -23,7 +23,7 @@ import shutil
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Generic, Protocol, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -32,6 +32,7 @@ from jsbench import JsbenchError
 from jsbench.registry import Registry
 from jsbench.rewards.detectors import to_uint8
 from jsbench.rewards import register_reward
+from jsbench.scoring.flowgrpo import flowgrpo_reward, flowgrpo_target
 from jsbench.scoring.text import ocr_reward, target_words
 
 __all__ = [
@@ -45,7 +46,9 @@ __all__ = [
     "image_digest",
     "ReadingMemo",
     "read_distinct",
+    "read_detections",
     "OcrReward",
+    "FlowGrpoOcrReward",
     "require_text_backbone",
 ]
 
@@ -70,6 +73,11 @@ class OcrEngine(Protocol):
 
     def read(self, images: torch.Tensor) -> list[str]:
         """Images [B, 3, H, W] in [0, 1] -> per image all text read, words separated by spaces."""
+        ...
+
+    def read_lines(self, images: torch.Tensor) -> list[tuple[str, ...]]:
+        """Images [B, 3, H, W] in [0, 1] -> per image each detection's text as the engine returned it, blank
+        ones included (MARIO-Eval takes each detection as one token; optional for an engine `read` suffices for)."""
         ...
 
 
@@ -102,7 +110,10 @@ def image_digest(image: np.ndarray) -> bytes:
     return digest.digest()
 
 
-class ReadingMemo:
+Reading = TypeVar("Reading")  # what an engine gives per image: its text, or its detections
+
+
+class ReadingMemo(Generic[Reading]):
     """An engine's readings of the images it read last (at most `size`), by `image_digest`.
 
     Across calls the images themselves are not kept (a 64x256 image is 48 KiB), so a remembered reading
@@ -111,7 +122,7 @@ class ReadingMemo:
 
     def __init__(self, size: int = 16384):
         self.size = size
-        self._texts: OrderedDict[bytes, str] = OrderedDict()
+        self._texts: OrderedDict[bytes, Reading] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._texts)
@@ -119,13 +130,13 @@ class ReadingMemo:
     def clear(self) -> None:
         self._texts.clear()
 
-    def get(self, digest: bytes) -> str | None:
+    def get(self, digest: bytes) -> Reading | None:
         text = self._texts.get(digest)
         if text is not None:
             self._texts.move_to_end(digest)
         return text
 
-    def put(self, digest: bytes, text: str) -> None:
+    def put(self, digest: bytes, text: Reading) -> None:
         self._texts[digest] = text
         self._texts.move_to_end(digest)
         while len(self._texts) > self.size:
@@ -133,8 +144,8 @@ class ReadingMemo:
 
 
 def read_distinct(
-    pixels: np.ndarray, read_each: Callable[[list[np.ndarray]], list[str]], memo: ReadingMemo | None = None
-) -> list[str]:
+    pixels: np.ndarray, read_each: Callable[[list[np.ndarray]], list[Reading]], memo: ReadingMemo | None = None
+) -> list[Reading]:
     """Per image of `pixels` [B, H, W, 3] its reading, with `read_each` given each distinct image once and
     none that `memo` remembers.
 
@@ -173,6 +184,14 @@ def _one_line(texts: Sequence[str]) -> str:
     return " ".join(" ".join(t.split()) for t in texts if t and t.strip())
 
 
+def read_detections(engine: OcrEngine, images: torch.Tensor) -> list[tuple[str, ...]]:
+    """Per image its detections (`read_lines`), refused in one line for an engine that only joins them."""
+    if not callable(getattr(engine, "read_lines", None)):
+        raise OcrUnavailable(f"the OCR engine {engine.name!r} returns no detections one by one (read_lines): "
+                             "MARIO-Eval's reading needs them; use --ocr-protocol words or another engine")
+    return engine.read_lines(images)
+
+
 @register_engine("rapidocr")
 class RapidOcrEngine:
     """rapidocr-onnxruntime: PP-OCRv4 text detection + recognition, ONNX models shipped in the wheel.
@@ -206,16 +225,23 @@ class RapidOcrEngine:
             intra_op_num_threads=threads,
         )
 
-    def read_one(self, image: np.ndarray) -> str:
+    def detections(self, image: np.ndarray) -> tuple[str, ...]:
+        """Each detection's text, in rapidocr's order, blank ones kept (recogniser only: the one line, or none)."""
         bgr = np.ascontiguousarray(image[..., ::-1])
         if not self.detect:
             (text, score), = self._engine.text_rec([bgr])[0]
-            return " ".join(text.split()) if score >= self.min_score else ""
+            return (text,) if score >= self.min_score else ()
         result, _ = self._engine(bgr, use_det=True, use_cls=False, use_rec=True)
-        return _one_line(r[1] for r in (result or []))
+        return tuple(r[1] for r in (result or []))
+
+    def read_one(self, image: np.ndarray) -> str:
+        return _one_line(self.detections(image))
+
+    def read_lines(self, images: torch.Tensor) -> list[tuple[str, ...]]:
+        return read_distinct(_to_uint8(images), lambda distinct: [self.detections(img) for img in distinct], self.memo)
 
     def read(self, images: torch.Tensor) -> list[str]:
-        return read_distinct(_to_uint8(images), lambda distinct: [self.read_one(img) for img in distinct], self.memo)
+        return [_one_line(lines) for lines in self.read_lines(images)]
 
 
 @register_engine("tesseract")
@@ -251,23 +277,30 @@ class TesseractEngine:
         self.workers = workers or max(1, os.cpu_count() or 1)
         self.memo = ReadingMemo()  # tesseract reads the same pixels the same: see `read_distinct`
 
-    def read_one(self, image: np.ndarray) -> str:
+    def detections(self, image: np.ndarray) -> tuple[str, ...]:
+        """The lines tesseract reads; its blank lines separate paragraphs (layout, not detections), so they go."""
         from PIL import Image, ImageOps
 
         img = Image.fromarray(image)
         if self.scale != 1:
             img = img.resize((img.width * self.scale, img.height * self.scale), Image.BICUBIC)
         img = ImageOps.expand(img, border=16 * self.scale, fill=(255, 255, 255))
-        return _one_line(self._tess.image_to_string(img, lang=self.lang, config=self.config).splitlines())
+        return tuple(line for line in self._tess.image_to_string(img, lang=self.lang, config=self.config).splitlines() if line.strip())
 
-    def read(self, images: torch.Tensor) -> list[str]:
+    def read_one(self, image: np.ndarray) -> str:
+        return _one_line(self.detections(image))
+
+    def read_lines(self, images: torch.Tensor) -> list[tuple[str, ...]]:
         return read_distinct(_to_uint8(images), self._read_in_parallel, self.memo)
 
-    def _read_in_parallel(self, pix: list[np.ndarray]) -> list[str]:
+    def read(self, images: torch.Tensor) -> list[str]:
+        return [_one_line(lines) for lines in self.read_lines(images)]
+
+    def _read_in_parallel(self, pix: list[np.ndarray]) -> list[tuple[str, ...]]:
         if len(pix) <= 1 or self.workers == 1:
-            return [self.read_one(p) for p in pix]
+            return [self.detections(p) for p in pix]
         with ThreadPoolExecutor(self.workers) as pool:
-            return list(pool.map(self.read_one, pix))
+            return list(pool.map(self.detections, pix))
 
 
 EASYOCR_EXTRA = "pip install 'jsbench[easyocr]'"
@@ -335,8 +368,11 @@ class EasyOcrEngine:
         except (FileNotFoundError, AssertionError) as err:  # easyocr's "MD5 mismatch ... downloads disabled"
             raise OcrUnavailable(f"easyocr refused its weights in {self.model_dir}: {err}") from None
 
+    def read_lines(self, images: torch.Tensor) -> list[tuple[str, ...]]:
+        return [tuple(self._reader.readtext(img, detail=0)) for img in _to_uint8(images)]
+
     def read(self, images: torch.Tensor) -> list[str]:
-        return [_one_line(self._reader.readtext(img, detail=0)) for img in _to_uint8(images)]
+        return [_one_line(lines) for lines in self.read_lines(images)]
 
 
 # -------------------------------------------------------------------------------------------- reward
@@ -363,6 +399,10 @@ class OcrReward:
         self.engine = load_engine(engine, **engine_options) if isinstance(engine, str) else engine
         self.contains_ok = contains_ok
 
+    def provenance(self) -> dict:
+        """What the reward is and what read for it (a training run's manifest records it)."""
+        return {"reward": self.name, "ocr_engine": self.engine.name}
+
     def __call__(self, images: torch.Tensor, prompts: Sequence[str]) -> torch.Tensor:
         prompts = list(prompts)
         if len(prompts) != images.shape[0]:
@@ -376,9 +416,43 @@ class OcrReward:
         return torch.tensor(values, dtype=torch.float32)
 
 
+class FlowGrpoOcrReward:
+    """The `ocr-flowgrpo` reward, Flow-GRPO's flow_grpo/ocr.py (`jsbench.scoring.flowgrpo`): the first
+    double-quoted span against the engine's detections joined, ASCII spaces removed. On the text world's
+    prompts (one double-quoted span of plain words) it equals `ocr`; it differs on prompts with several quoted
+    spans or with curly or single quotes, and where a detection holds a tab or a newline."""
+
+    name = "ocr-flowgrpo"
+
+    def __init__(self, engine: str | OcrEngine | None = None, **engine_options):
+        engine = default_engine() if engine is None else engine
+        self.engine = load_engine(engine, **engine_options) if isinstance(engine, str) else engine
+
+    def provenance(self) -> dict:
+        """What the reward is and what read for it (a training run's manifest records it)."""
+        return {"reward": self.name, "ocr_engine": self.engine.name}
+
+    def __call__(self, images: torch.Tensor, prompts: Sequence[str]) -> torch.Tensor:
+        prompts = list(prompts)
+        if len(prompts) != images.shape[0]:
+            raise ValueError(f"{len(prompts)} prompts for {images.shape[0]} images")
+        for p in prompts:  # refused before any reading
+            flowgrpo_target(p)
+        values = [flowgrpo_reward(lines, p) for lines, p in zip(read_detections(self.engine, images), prompts)]
+        return torch.tensor(values, dtype=torch.float32)
+
+
 @register_reward("ocr")
 def _ocr_reward(backbone=None, engine: str | None = None, **options) -> OcrReward:
     """OCR reads pixels, so any backbone that draws text will do; the engine is $JSBENCH_OCR_ENGINE or rapidocr."""
     if backbone is not None:
         require_text_backbone(backbone, "the ocr reward")
     return OcrReward(engine, **options)
+
+
+@register_reward("ocr-flowgrpo")
+def _flowgrpo_ocr_reward(backbone=None, engine: str | None = None, **options) -> FlowGrpoOcrReward:
+    """Flow-GRPO's OCR reward as its code computes it; the engine as for `ocr`."""
+    if backbone is not None:
+        require_text_backbone(backbone, "the ocr-flowgrpo reward")
+    return FlowGrpoOcrReward(engine, **options)
