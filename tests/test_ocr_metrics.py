@@ -156,7 +156,7 @@ def test_overall_pools_every_image_as_mario_does():
         {"precision": 0.0, "recall": 0.0, "accuracy": 0.0},
     ]
     items = [EvalItem('a "a"', "one_word"), EvalItem('a "b"', "one_word"), EvalItem('a "c"', "one_word"), EvalItem('a "e f"', "two_words")]
-    metrics = {(m.task, m.metric): m for m in OcrSuite.aggregate(None, scores, items)}
+    metrics = {(m.task, m.metric): m for m in OcrSuite().aggregate(scores, items)}
     assert metrics[("overall", "recall")].value == pytest.approx(0.75)
     assert metrics[("overall", "accuracy")].value == pytest.approx(0.75)
     assert metrics[("one_word", "recall")].value == 1.0 and metrics[("two_words", "recall")].value == 0.0

@@ -9,7 +9,7 @@ from jsbench import JsbenchError
 from jsbench.registry import Registry
 
 __all__ = ["Suite", "EvalItem", "TaskMetric", "aggregate_by_task", "register_suite", "load_suite", "available_suites",
-           "declared_suites", "UnknownSuite", "preflight"]
+           "declared_suites", "UnknownSuite", "preflight", "OCR_PROTOCOLS", "suite_options"]
 _BASE_NAMES = ("Suite", "EvalItem", "TaskMetric", "aggregate_by_task")
 
 
@@ -41,6 +41,21 @@ def declared_suites() -> tuple[str, ...]:
     """The suites declared above (name -> module), in order, read without importing any of them; a suite
     found only by scanning the package is in `available_suites()`, which imports them all."""
     return tuple(_MODULES)
+
+
+OCR_PROTOCOLS = ("words", "mario")  # the ocr suite's readings (jsbench.suites.ocr), named here without torch
+
+
+def suite_options(name: str, ocr_protocol: str | None = None) -> dict:
+    """`load_suite`'s options from the command line's suite options (eval, compare, train), refused in one line
+    where they name nothing or do not apply to suite `name`; given nothing, the suite's defaults."""
+    if ocr_protocol is None:
+        return {}
+    if ocr_protocol not in OCR_PROTOCOLS:
+        raise JsbenchError(f"unknown --ocr-protocol {ocr_protocol!r}: use {' or '.join(OCR_PROTOCOLS)}")
+    if name != "ocr":
+        raise JsbenchError(f"--ocr-protocol sets how the ocr suite reads images; --suite {name} reads none: drop it")
+    return {"protocol": ocr_protocol}
 
 
 def load_suite(name: str, backbone=None, **options) -> Suite:
