@@ -232,7 +232,7 @@ def run_compare(
     # merge by (backbone, model, steps) section into the leaderboard already there: this run replaces the
     # sections it evaluated and keeps every other one (another backbone's, another budget's) as it was
     csv_path = leaderboard_dir / f"{suite.name}.csv"
-    all_tables = merge_tables(tables_from_csv(read_committed(csv_path)), tables)
+    all_tables = merge_tables(tables_from_csv(read_committed(csv_path)), tables, getattr(suite, "unrecorded_provenance", None))
     fresh = write_figures(backbone, suite, plotted, policies_dir, leaderboard_dir) if plots else []
     # the page links every backbone's figures on disk, not only this run's (its tables cover them all)
     figures = figure_links(leaderboard_dir, suite.name)
@@ -338,17 +338,19 @@ def suite_verdicts(suite, items):
 # --- the recipe behind `jsbench compare --all` ------------------------------------------------------------
 
 RECIPE_NAME = "recipe.json"
-RECIPE_KEYS = {"suite": str, "backbone": str, "steps": list, "model": str, "seeds": int, "schedule": list, "distilled": list, "zoo": str, "seed_base": int}
+RECIPE_KEYS = {"suite": str, "backbone": str, "steps": list, "model": str, "seeds": int, "schedule": list, "distilled": list, "zoo": str, "seed_base": int,
+               "ocr_protocol": str}
 DEFAULT_SEEDS = 16
 
 
 def compare_command(suite: str, backbone: str, steps: list[int], model: str | None = None, seeds: int = DEFAULT_SEEDS,
                     schedule: list[str] = (), distilled: list[str] = (), zoo: list[str] | None = None, check: bool = False,
                     tolerance: float = 2.0, strict: bool = False, guidance: float | None = None,
-                    seed_base: int = EVAL_SEED_BASE, zoo_explicit: bool = False) -> str:
+                    seed_base: int = EVAL_SEED_BASE, zoo_explicit: bool = False, ocr_protocol: str | None = None) -> str:
     """The `jsbench compare` command line that evaluates these rows (shown beside each section). `zoo`: the
     parsed zoo rows, named when they are not the default ones or were named (`zoo_explicit`: a named default
-    list also runs its opt-in rows); `check`, `tolerance`, `strict`: the check's options, named when checking."""
+    list also runs its opt-in rows); `check`, `tolerance`, `strict`: the check's options, named when checking;
+    `ocr_protocol`, named when given."""
     parts = ["jsbench compare", f"--suite {suite}", f"--backbone {backbone}"]
     if model:
         parts.append(f"--model {model}")
@@ -360,6 +362,8 @@ def compare_command(suite: str, backbone: str, steps: list[int], model: str | No
     if seed_base != EVAL_SEED_BASE:
         parts.append(f"--seed-base {seed_base}")
     parts += [f"--schedule {s}" for s in schedule] + [f"--distilled {d}" for d in distilled]
+    if ocr_protocol is not None:
+        parts.append(f"--ocr-protocol {ocr_protocol}")
     if zoo is not None:
         from jsbench.zoo import DEFAULT_ZOO
 
@@ -371,7 +375,7 @@ def compare_command(suite: str, backbone: str, steps: list[int], model: str | No
 
 
 # the options of one compare invocation: `--all` takes them from each recipe run, never from its command line
-PER_RUN_OPTIONS = ("suite", "backbone", "model", "steps", "seeds", "schedule", "distilled", "zoo", "seed_base")
+PER_RUN_OPTIONS = ("suite", "backbone", "model", "steps", "seeds", "schedule", "distilled", "zoo", "seed_base", "ocr_protocol")
 
 
 def validate_all_options(given: list[str], reports: list[Path] = ()) -> None:
@@ -386,7 +390,7 @@ def validate_all_options(given: list[str], reports: list[Path] = ()) -> None:
 
 def recipe_run_options(run: dict) -> dict:
     """A recipe run (from `read_recipe`) as compare's per-run options; an unset zoo is left out (compare's default)."""
-    return {k: run[k] for k in PER_RUN_OPTIONS if run[k] is not None or k == "model"}
+    return {k: run[k] for k in PER_RUN_OPTIONS if run.get(k) is not None or k == "model"}
 
 
 def recipe_run_command(run: dict) -> str:
@@ -395,7 +399,7 @@ def recipe_run_command(run: dict) -> str:
 
     zoo = parse_zoo(run["zoo"]) if run["zoo"] is not None else None
     return compare_command(run["suite"], run["backbone"], run["steps"], run["model"], run["seeds"], run["schedule"], run["distilled"],
-                           zoo=zoo, seed_base=run["seed_base"], zoo_explicit=zoo is not None)
+                           zoo=zoo, seed_base=run["seed_base"], zoo_explicit=zoo is not None, ocr_protocol=run.get("ocr_protocol"))
 
 
 def read_recipe(path: str | Path) -> list[dict]:
@@ -426,5 +430,6 @@ def read_recipe(path: str | Path) -> list[dict]:
                 raise JsbenchError(f"{where}: {key!r} is missing")
         if not run["steps"] or not all(isinstance(n, int) and n >= 1 for n in run["steps"]):
             raise JsbenchError(f"{where}: steps must be a list of step budgets, e.g. [3, 5]")
-        out.append({"model": None, "seeds": DEFAULT_SEEDS, "schedule": [], "distilled": [], "zoo": None, "seed_base": EVAL_SEED_BASE, **run})  # zoo None: compare's default
+        out.append({"model": None, "seeds": DEFAULT_SEEDS, "schedule": [], "distilled": [], "zoo": None, "seed_base": EVAL_SEED_BASE,
+                    "ocr_protocol": None, **run})  # zoo None, ocr_protocol None: compare's defaults
     return out

@@ -422,16 +422,20 @@ def tables_from_csv(rows: list[dict]) -> list[Table]:
     return tables
 
 
-def merge_tables(kept: list[Table], fresh: list[Table]) -> list[Table]:
+def merge_tables(kept: list[Table], fresh: list[Table], unrecorded: dict | None = None) -> list[Table]:
     """`kept` with every (backbone, model, steps) section that `fresh` has replaced by the fresh one, in a
-    fixed order (by backbone, model, steps), so a run never drops what it did not evaluate."""
+    fixed order (by backbone, model, steps), so a run never drops what it did not evaluate. `unrecorded`: the
+    provenance a kept section made before the suite recorded a field was made with (the ocr suite's
+    `unrecorded_provenance`: protocol words), so a fresh section of another protocol sits beside it."""
+    unrecorded = unrecorded or {}
+
     # a kept section written before a provenance field was recorded (none at all, or before guidance) is
     # superseded by a fresh one of its budget that agrees on every field the kept one has; one without a
     # guidance ran at the pipeline's own, so only a fresh section at the pipeline's own (no --guidance in
     # its command) supersedes it
     def superseded(old: Table) -> bool:
         return any(new.key[:3] == old.key[:3]
-                   and all(str(new.provenance.get(f) or "") == str(v or "") for f, v in old.provenance.items())
+                   and all(str(new.provenance.get(f) or "") == str(v or "") for f, v in {**unrecorded, **old.provenance}.items())
                    and (old.provenance.get("guidance") or "--guidance" not in new.command)
                    for new in fresh)
 

@@ -5,7 +5,10 @@ suite: MARIO-Eval's accuracy, precision, recall, F-measure and the normalised ed
 `leaderboards/<suite>.metrics.csv` (one line per backbone, model, budget, row, task and metric) and a
 Markdown section per budget on its page. A compare replaces the budgets it evaluated and keeps the others,
 like the leaderboard itself. Each value's SE has its df and 95 % Student-t interval in the CSV (`df`,
-`ci_low`, `ci_high`, as the leaderboard's; "" in lines written before them).
+`ci_low`, `ci_high`, as the leaderboard's; "" in lines written before them). A section is one protocol too
+(the ocr suite's `words` or `mario`, lines written before it was recorded counting as the suite's
+`unrecorded_provenance`): a run replaces its own protocol's section and leaves another's beside it, the
+headings naming the protocol where a budget holds two.
 """
 
 from __future__ import annotations
@@ -50,10 +53,16 @@ def metric_rows(records: Sequence[Record], metrics: Sequence[str], steps_list: S
     return out
 
 
-def merge_metric_rows(committed: list[dict], fresh: list[dict]) -> list[dict]:
+def _section(row: dict, unrecorded: dict) -> tuple[str, str, str, str]:
+    """A row's section: backbone, model, budget and protocol (the suite's unrecorded one where it has none)."""
+    return row["backbone"], row["model_id"], row["steps"], row.get("protocol") or str(unrecorded.get("protocol") or "")
+
+
+def merge_metric_rows(committed: list[dict], fresh: list[dict], unrecorded: dict | None = None) -> list[dict]:
     """The committed rows of every section this run did not evaluate, then this run's."""
-    done = {(r["backbone"], r["model_id"], r["steps"]) for r in fresh}
-    kept = [{f: r.get(f, "") for f in METRICS_CSV_FIELDS} for r in committed if (r["backbone"], r["model_id"], r["steps"]) not in done]
+    unrecorded = unrecorded or {}
+    done = {_section(r, unrecorded) for r in fresh}
+    kept = [{f: r.get(f, "") for f in METRICS_CSV_FIELDS} for r in committed if _section(r, unrecorded) not in done]
     return kept + fresh
 
 
@@ -64,14 +73,18 @@ def _cell(value: str, stderr: str) -> str:
     return f"{v:.3f}" if math.isnan(s) else f"{v:.3f} ± {s:.3f}"
 
 
-def render_metric_tables(rows: list[dict], metrics: Sequence[str], about: str = "") -> str:
-    """Per (backbone, model, budget): a table of row x task (overall first), a column per metric."""
+def render_metric_tables(rows: list[dict], metrics: Sequence[str], about: str = "", unrecorded: dict | None = None) -> str:
+    """Per (backbone, model, budget, protocol): a table of row x task (overall first), a column per metric."""
+    unrecorded = unrecorded or {}
     out = ["## Further metrics", ""] + ([about, ""] if about else [])
-    sections = sorted({(r["backbone"], r["model_id"], int(r["steps"])) for r in rows})
-    for backbone, model_id, steps in sections:
-        here = [r for r in rows if (r["backbone"], r["model_id"], int(r["steps"])) == (backbone, model_id, steps)]
+    section_of = lambda r: (r["backbone"], r["model_id"], int(r["steps"]), _section(r, unrecorded)[3])  # noqa: E731
+    sections = sorted({section_of(r) for r in rows})
+    for backbone, model_id, steps, protocol in sections:
+        here = [r for r in rows if section_of(r) == (backbone, model_id, steps, protocol)]
         cols = [m for m in metrics if any(r["metric"] == m for r in here)]
-        out += [f"### {backbone} · {steps} steps", "", "| row | task | " + " | ".join(TITLES.get(m, m) for m in cols) + " |",
+        shared = sum(s[:3] == (backbone, model_id, steps) for s in sections) > 1  # a budget scored under two protocols
+        heading = f"### {backbone} · {steps} steps" + (f" · protocol {protocol}" if shared else "")
+        out += [heading, "", "| row | task | " + " | ".join(TITLES.get(m, m) for m in cols) + " |",
                 "|---|---|" + "---:|" * len(cols)]
         tasks = ["overall"] + sorted({r["task"] for r in here} - {"overall"}, key=lambda t: min(i for i, r in enumerate(here) if r["task"] == t))
         cell = {(r["method"], r["task"], r["metric"]): _cell(r["value"], r["stderr"]) for r in here}
@@ -86,12 +99,21 @@ def render_metric_tables(rows: list[dict], metrics: Sequence[str], about: str = 
 def write_metric_tables(leaderboard_dir: Path, suite, records: Sequence[Record], steps_list: Sequence[int]) -> tuple[Path, str]:
     """Merge this run's further metrics into `<suite>.metrics.csv`; (its path, the page's Markdown section)."""
     metrics = tuple(suite.leaderboard_metrics)
+    unrecorded = getattr(suite, "unrecorded_provenance", None) or {}
     path = metrics_csv_path(leaderboard_dir, suite.name)
-    rows = merge_metric_rows(read_committed(path, METRICS_CSV_FIELDS), metric_rows(records, metrics, steps_list))
+    rows = merge_metric_rows(read_committed(path, METRICS_CSV_FIELDS), metric_rows(records, metrics, steps_list), unrecorded)
     buf = io.StringIO()
     writer = csv.DictWriter(buf, METRICS_CSV_FIELDS, lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     write_text_atomic(path, buf.getvalue())
     # rendered from the file as written, as the primary tables are: the same digits whichever run made a row
-    return path, render_metric_tables(read_committed(path, METRICS_CSV_FIELDS), metrics, getattr(suite, "leaderboard_about", ""))
+    return path, render_metric_tables(read_committed(path, METRICS_CSV_FIELDS), _all_metrics(suite, metrics), getattr(suite, "leaderboard_about", ""),
+                                      unrecorded)
+
+
+def _all_metrics(suite, metrics: Sequence[str]) -> tuple[str, ...]:
+    """The columns the page may show: this run's metrics, then those a kept section of another protocol has
+    (the ocr suite's `words` shows NED and word accuracy beside MARIO's)."""
+    others = getattr(suite, "all_leaderboard_metrics", ())
+    return tuple(dict.fromkeys([*metrics, *others]))

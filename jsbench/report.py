@@ -308,6 +308,9 @@ def check_against_committed(
     check_tolerance(tolerance)
     metric = suite.primary_metric
     fresh_prov = line_provenance(provenance or {})
+    # a committed section from before the suite recorded a field was made as the suite says (the ocr suite's:
+    # protocol words), so a run under another protocol is never paired with it
+    unrecorded = {f: str(v) for f, v in (getattr(suite, "unrecorded_provenance", None) or {}).items()}
     sections: dict[int, dict[tuple, list]] = {}  # budget -> provenance key -> committed lines of that section
     not_checked: dict[str, int] = {}
     for line in committed:
@@ -321,7 +324,7 @@ def check_against_committed(
     other_provenance: dict[tuple, str] = {}  # (row key, task) -> why this run cannot produce it
     for budget, by_prov in sections.items():
         def differs(lines):  # the provenance fields where the section is not this run's
-            prov = line_provenance(lines[0])
+            prov = {**unrecorded, **line_provenance(lines[0])}
             return [f"{f} {prov[f]} (this run: {fresh_prov.get(f) or 'none'})" for f in prov if prov[f] != fresh_prov.get(f)]
 
         mine = [p for p, lines in by_prov.items() if not differs(lines)]
