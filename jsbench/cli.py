@@ -91,6 +91,7 @@ _PLAN_HELP = "Print the cost (GPU-hours); load nothing."
 _GPU_HELP = "GPU class --plan costs for: h100, h200, a100, l40s, a6000, 4090."
 _LIMIT_HELP = "Only the first N prompts of each task (marked partial)."
 _SAVE_HELP = "Save PNGs (GenEval layout), sigmas."
+_OCR_PROTOCOL_HELP = "OCR reading: words (default) or mario."
 _ROOT_HELP = "the nearest folder at or above the current one holding policies/ or leaderboards/, else the checkout jsbench is installed from"
 
 
@@ -185,7 +186,7 @@ def _option(name: str, annotation, default) -> inspect.Parameter:
 
 # train's own options, around the TrainConfig fields: (placed after this field, or first / last)
 _TRAIN_OPTIONS = {
-    "first": [_option("out", Optional[Path], typer.Option(None, help="Run folder: policy, checkpoint, log.", rich_help_panel=RUN))],
+    "first": [_option("out", Optional[Path], typer.Option(None, help="Run folder OUT (see above).", rich_help_panel=RUN))],
     "checkpoint_every": [
         _option("resume", bool, typer.Option(False, help="Continue exactly from OUT.", rich_help_panel=RUN)),
         _option("overwrite", bool, typer.Option(False, "--overwrite", help="Replace the run in OUT.", rich_help_panel=RUN)),
@@ -197,7 +198,8 @@ _TRAIN_OPTIONS = {
         _option("gpu", str, typer.Option("h100", "--gpu", help=_GPU_HELP, rich_help_panel=PLAN)),
     ],
 }
-# TrainConfig's fields in --help's panels (a new field lands under "Options" until named here)
+# TrainConfig's fields in --help's panels (a new field lands under "Options" until named here; --ocr-protocol
+# stays there, beside the held-out options whose scores it sets)
 _TRAIN_PANELS = {
     "threads": RUN,  # main's TrainConfig.threads
     **dict.fromkeys(("recipe", "steps", "policy", "baseline", "reward", "suite", "iters", "contexts", "samples", "seed", "checkpoint_every"), TRAINING),
@@ -235,6 +237,9 @@ def train(*, out: Optional[Path], resume: bool, overwrite: bool, progress: bool,
     if out is None:
         raise JsbenchError("train needs --out FOLDER (the policy, its checkpoint and log go there)")
     config = TrainConfig(**fields)
+    from jsbench.suites import suite_options
+
+    suite_options(config.suite, config.ocr_protocol)  # refused before OUT is locked or any weights load
     _check_outputs(out_folder=out)  # refused before any process starts or weights load
     _check_device(config.device)
     if processes > 1:
@@ -292,6 +297,7 @@ def eval_(
     split: str = typer.Option("test", help="Prompts: test (held out), train or all.", rich_help_panel=RUN),
     metadata: Optional[Path] = typer.Option(None, help="GenEval evaluation_metadata.jsonl to evaluate instead.", rich_help_panel=RUN),
     prompts_file: Optional[Path] = typer.Option(None, "--prompts-file", help="UTF-8 file, one prompt a line, instead.", rich_help_panel=RUN),
+    ocr_protocol: Optional[str] = typer.Option(None, "--ocr-protocol", help=_OCR_PROTOCOL_HELP, rich_help_panel=RUN),
     out: Path = typer.Option(Path("results/records.jsonl"), help="Records file (JSONL, appended).", rich_help_panel=OUT),
     batch_size: Optional[int] = _backbone_option("batch_size"),
     device: Optional[str] = _backbone_option("device"),
@@ -326,9 +332,10 @@ def eval_(
     from jsbench.evaluate import items_for_prompts, read_prompts_file, resolve_schedule
     from jsbench.protocol import check_limit, default_seeds, first_per_task, is_real
     from jsbench.runs import run_eval, validate_eval_options
-    from jsbench.suites import load_suite
+    from jsbench.suites import load_suite, suite_options
 
     validate_eval_options(split, suite, metadata)  # refused before any weights load
+    options = suite_options(suite, ocr_protocol)
     check_limit(limit)
     from jsbench.backbones import backbone_class
     from jsbench.suites import preflight
@@ -337,7 +344,7 @@ def eval_(
     prompt_list = read_prompts_file(prompts_file) if prompts_file is not None else None  # refuse before loading weights
     ctx = get_context()
     bb = _backbone(backbone, model, pick_device(device, dist=ctx), dtype, offload_mode or offload, decode_chunk, progress, guidance)  # one accelerator per process
-    s = load_suite(suite, bb, **({"metadata": str(metadata)} if metadata is not None else {}))
+    s = load_suite(suite, bb, **options, **({"metadata": str(metadata)} if metadata is not None else {}))
     items = items_for_prompts(s, prompt_list, prompts_file) if prompt_list is not None else None
     if limit is not None:
         items = first_per_task(items if items is not None else s.items(split), limit)
@@ -370,6 +377,7 @@ def compare(
     all_: bool = typer.Option(False, "--all", help="Run every invocation of LEADERBOARDS/recipe.json.", rich_help_panel=RUN),
     schedule: List[str] = typer.Option([], help="Extra schedule rows, e.g. shift:3 (repeat).", rich_help_panel=RUN),
     zoo: Optional[str] = typer.Option(None, help="Zoo rows beside default, comma-separated, or none (default: README).", rich_help_panel=RUN),
+    ocr_protocol: Optional[str] = typer.Option(None, "--ocr-protocol", help=_OCR_PROTOCOL_HELP, rich_help_panel=RUN),
     distilled: List[str] = typer.Option([], help="Distilled sampler rows: NAME or NAME=MODEL.", rich_help_panel=RUN),
     check: bool = typer.Option(False, help="Check the committed rows against this run.", rich_help_panel=CHECK),
     report: List[Path] = typer.Option([], help="Write the check's report: .md, .json or .xml.", rich_help_panel=CHECK),
@@ -398,7 +406,7 @@ def compare(
     ./leaderboards; --check reads the installed checkout's. Exit codes: 0 ok,
     1 a row regressed (--check; with --strict also a missing row), 2 refused."""
     from jsbench.compare import RECIPE_NAME, compare_command, run_compare, validate_compare_options
-    from jsbench.suites import load_suite
+    from jsbench.suites import load_suite, suite_options
     from jsbench.workspace import project_dir
 
     policies = policies or project_dir("policies")
@@ -425,6 +433,7 @@ def compare(
         sys.stdout.write(plan_text(p, "json" if fmt == OutputFormat.json else "table"))
         return
     check_limit(limit)
+    options = suite_options(suite, ocr_protocol)  # refused before any weights load
     if limit is not None and check:
         raise JsbenchError("--limit evaluates part of the prompts; --check compares with the committed rows on all of them: drop one")
     if processes > 1:
@@ -447,7 +456,7 @@ def compare(
 
     preflight(suite, backbone_class(backbone))  # what the suite cannot score, before any weights load
     bb = _backbone(backbone, model, device, dtype, offload_mode or offload, decode_chunk, progress and dist.is_main, guidance)
-    s = load_suite(suite, bb)
+    s = load_suite(suite, bb, **options)
     items = first_per_task(s.items("test"), limit) if limit is not None else None
     # a distilled row samples at its own pipeline's guidance (Flux-Schnell takes none)
     # ... and shares the main pipeline's text encoders, tokenizers and VAE where their files are identical
@@ -456,7 +465,7 @@ def compare(
               for name, _, other_model in (d.partition("=") for d in distilled)]
     cmd = compare_command(suite, backbone, list(steps), model, seeds, list(schedule), list(distilled), zoo=zoo_specs,
                           check=check, tolerance=tolerance, strict=strict, guidance=guidance, seed_base=seed_base,
-                          zoo_explicit=zoo is not None) + (f" --limit {limit}" if limit is not None else "")
+                          zoo_explicit=zoo is not None, ocr_protocol=ocr_protocol) + (f" --limit {limit}" if limit is not None else "")
     result = run_compare(
         bb, s, list(steps), policies_dir=policies, records_path=records, leaderboard_dir=leaderboards, seeds=seeds,
         check=check, tolerance=tolerance, strict=strict, reports=list(report), extra_schedules=list(schedule), distilled=others, plots=plots, progress=progress, command=cmd,

@@ -37,7 +37,7 @@ from jsbench.distributed import DistContext, get_context
 from jsbench.io import append_lines, replacing, write_json_atomic, write_text_atomic
 from jsbench.policy import SchedulePolicy, default_arch, make_policy
 from jsbench.rewards import load_reward
-from jsbench.suites import load_suite
+from jsbench.suites import load_suite, suite_options
 from jsbench.train_config import TrainConfig, train_command  # the run's fields with their CLI help (torch-free, for `jsbench train --help`)
 
 TRAIN_SEED_BASE = 1_000_000  # training noise seeds live far below evaluation's (jsbench.evaluate.NOISE_SEED_RANGE)
@@ -93,6 +93,7 @@ class Trainer:
         if config.threads is not None:
             torch.set_num_threads(config.threads)  # before anything is computed: sums depend on it
         validate_baseline(config.baseline, config.contexts, config.samples)  # B is the global batch
+        suite_opts = suite_options(config.suite, config.ocr_protocol)  # refused before any weights load
         if config.iters < 1:
             raise TrainError(f"--iters must be at least 1, got {config.iters}")
         if not 0 <= config.seed <= MAX_SEED:
@@ -111,7 +112,7 @@ class Trainer:
         if not 1 <= config.steps <= self.backbone.max_steps:
             raise TrainError(f"--steps must be in 1..{self.backbone.max_steps} for backbone {self.backbone.name}, got {config.steps}")
         self.reward = load_reward(config.reward, self.backbone)
-        self.suite = load_suite(config.suite, self.backbone)
+        self.suite = load_suite(config.suite, self.backbone, **suite_opts)
         train_items = self.suite.items("train")
         self.prompts = [it.prompt for it in train_items]
         # the held-out set: `heldout_prompts` training prompts spread evenly over the split (so over its tasks)
@@ -368,6 +369,8 @@ class Trainer:
             "guidance": recorded_guidance(self.backbone),  # the scale the policy was trained under
             "baseline": cfg.baseline,
             "reward": cfg.reward,
+            # what the reward is and what read for it (an OCR reward: its engine), where the reward says
+            **({"reward_provenance": self.reward.provenance()} if callable(getattr(self.reward, "provenance", None)) else {}),
             "suite": cfg.suite,
             "train": asdict(cfg),
             "command": train_command(cfg, str(path)),

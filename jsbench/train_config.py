@@ -49,6 +49,7 @@ class TrainConfig:
     baseline: str = option("js", f"{baseline_help()}.")
     reward: str = option("geneval", f"Reward: {', '.join(declared_names('jsbench.rewards'))}.")
     suite: str = option("geneval", f"Training prompts' suite: {', '.join(declared_names('jsbench.suites'))}.")
+    ocr_protocol: str | None = option(None, "OCR reading: words or mario.", flags=("--ocr-protocol",))  # held-out scores
     policy: str = option("instance", "Reads prompt + noise, the prompt, or nothing.", choices=("instance", "prompt", "global"))
     iters: int = option(200, "Policy updates.")
     contexts: int = option(16, "Contexts (prompt, noise) per update.", flags=("--contexts", "-B"))
