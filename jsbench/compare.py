@@ -256,7 +256,7 @@ def run_compare(
     write_text_atomic(md, render_markdown(page, suite.name, metric, REGENERATE_ALL, extra=extra, contrasts=contrasts))
     # the per-image scores behind each row: what `--check` pairs a fresh run with
     scores = write_scores(scores_path(leaderboard_dir, suite.name), all_tables, runs, suite.name, metric, provenance)
-    result.written = [md, csv_path, contrasts_csv, scores, *further, *(p for _, p in fresh)]
+    result.written = [md, csv_path, *([contrasts_csv] if contrasts else []), scores, *further, *(p for _, p in fresh)]
     discard_partial(records_path)  # every row is filed: the side files that let a rerun resume go now
     return result
 

@@ -123,14 +123,18 @@ def render_contrasts_csv(rows: list[dict]) -> str:
 
 def write_contrasts(path: Path, fresh: list[dict], sections: list[tuple[str, str, int]], order: list[tuple[str, str, int]]) -> list[dict]:
     """Write the file: the `sections` this run evaluated get `fresh`'s contrasts, every other section keeps
-    its committed ones; sections in `order` (the page's), contrasts in HEADLINE_CONTRASTS' order. Returns the
-    rows as read back (rounded as written, so the page reads the same whoever wrote the section)."""
+    its committed ones; sections in `order` (the page's), contrasts in HEADLINE_CONTRASTS' order; no rows at
+    all, no file. Returns the rows as read back (rounded as written, so the page reads the same whoever
+    wrote the section)."""
     renewed = set(sections)
     kept = [r for r in read_contrasts(path) if _section(r) not in renewed]
     rank = {name: i for i, (_, _, name) in enumerate(HEADLINE_CONTRASTS)}
     position = {s: i for i, s in enumerate(order)}
     rows = sorted(kept + fresh, key=lambda r: (position.get(_section(r), len(position)), rank.get(r["contrast"], len(rank))))
     rows = [r for r in rows if _section(r) in position]  # a section gone from the leaderboard takes its contrasts along
+    if not rows:  # no section has two learned rows: no file (a page of fixed schedules has nothing to contrast)
+        Path(path).unlink(missing_ok=True)
+        return []
     write_text_atomic(path, render_contrasts_csv(rows))
     return read_contrasts(path)
 

@@ -84,8 +84,9 @@ def test_the_file_keeps_other_sections_and_the_page_shows_them(tmp_path):
     assert [(r["steps"], r["contrast"]) for r in kept] == [(3, "instance − global"), (3, "js − rloo"), (5, "instance − global"), (5, "js − rloo")]
     assert kept[0]["delta"] == pytest.approx(rows3[0]["delta"], abs=1e-6) and read_contrasts(path) == kept
     assert kept[3]["delta"] == pytest.approx(-rows3[1]["delta"], abs=1e-6)
-    # a section gone from the page takes its contrasts along
+    # a section gone from the page takes its contrasts along; none left, no file
     assert [r["steps"] for r in write_contrasts(path, [], [], order[1:])] == [5, 5]
+    assert write_contrasts(tmp_path / "none.csv", [], [], order) == [] and not (tmp_path / "none.csv").exists()
     page = render_markdown([first, second], "toy", "correct", "jsbench compare", contrasts=kept)
     lines = contrast_lines([r for r in kept if r["steps"] == 3])
     assert "\n".join(lines) in page and page.index(lines[0]) < page.index("## toy · toy/1 · 5 steps")

@@ -149,13 +149,18 @@ def test_train_builds_xattn_on_real_backbones_and_small_on_the_embedded_worlds(t
 
 
 def test_a_manifest_without_an_arch_loads_as_the_small_policy(tmp_path):
-    """The shipped embedded-world policies predate --policy-arch: their manifests have no arch field."""
+    """Policies saved before --policy-arch have no arch field in their manifests: they load as the small policy
+    (a shipped detail policy with the field taken out of its manifest)."""
+    import shutil
     from pathlib import Path
 
     shipped = Path(__file__).resolve().parents[1] / "policies" / "detail" / "js-n3" / "seed0"
-    m = json.loads((shipped / "manifest.json").read_text())
-    assert m["kind"] == "instance" and "arch" not in m["config"]
-    policy, _ = load_policy(shipped, load_backbone("detail"))
+    older = tmp_path / "older"
+    shutil.copytree(shipped, older)
+    m = json.loads((older / "manifest.json").read_text())
+    assert m["kind"] == "instance" and m["config"].pop("arch") == "small"
+    (older / "manifest.json").write_text(json.dumps(m, indent=2, sort_keys=True) + "\n")
+    policy, _ = load_policy(older, load_backbone("detail"))
     assert isinstance(policy, DirichletSchedulePolicy) and policy.config.arch == "small"
 
 
