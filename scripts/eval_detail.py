@@ -3,10 +3,11 @@
 
     OMP_NUM_THREADS=1 python scripts/eval_detail.py [--seeds 16] [--write | --out PATH]
 
-Evaluates default, the learned global, js (prompt + noise), js (prompt-only) and rloo policies in
-policies/detail/ and the ceiling on the held-out prompts with the evaluation seeds `jsbench compare`
-uses (the same images it scores), then prints GenEval overall (mean of task means) per method and paired
-differences (same prompts, same seeds) with standard errors:
+Evaluates default, the learned global, js (prompt + noise), js (prompt-only) and rloo rows in
+policies/detail/ (each the mean of its training seeds, <row>/seed<S>/, as `jsbench compare` evaluates it)
+and the ceiling on the held-out prompts with the images `jsbench compare` scores, then prints GenEval
+overall (mean of task means) per method and paired differences (same prompts and images, seed s against
+seed s) with their two-level SEs and 95 % Student-t intervals:
 - on every held-out prompt (GenEval overall), and
 - on the prompts whose texture the noise decides ("with stripes", "with mixed stripes": where the world
   puts per-noise headroom) and on the prompts that name their texture (share of images correct).
@@ -20,9 +21,10 @@ import sys
 from pathlib import Path
 
 from jsbench.backbones import load_backbone
-from jsbench.evaluate import evaluate, resolve_schedule
+from jsbench.compare import evaluate_learned_row, shipped_policies
+from jsbench.evaluate import EvalRun, evaluate, mean_over_seeds, resolve_schedule
 from jsbench.io import add_result_options, write_result
-from jsbench.stats import cluster_mean, weighted_overall
+from jsbench.stats import Estimate, cluster_mean, two_level_estimate, weighted_overall
 from jsbench.suites import load_suite
 from jsbench.world.detail import OPEN_PHRASES
 
@@ -32,26 +34,52 @@ METHODS = {"global": "global-n3", "js": "js-n3", "js-prompt": "js-prompt-n3", "r
 PAIRS = [("js", "global"), ("js", "js-prompt"), ("js", "rloo"), ("js-prompt", "global"), ("global", "default"), ("js", "default")]
 
 
-def overall(rows: list[tuple[str, str, float]]) -> tuple[float, float]:
-    """GenEval overall (mean of task means) of (task, prompt, value) rows and its standard error from the
-    per-task prompt-clustered standard errors (jsbench.stats)."""
-    by_task: dict[str, list[tuple[str, float]]] = {}
-    for task, prompt, v in rows:
-        by_task.setdefault(task, []).append((prompt, v))
-    est = weighted_overall([cluster_mean([v for _, v in pv], [p for p, _ in pv]) for pv in by_task.values()])
-    return est.value, est.stderr
+def _estimate(run, keep, by_task: bool, metric: str = "correct") -> Estimate:
+    """The mean of `metric` over the images of `run` whose item `keep` accepts, with its prompt-clustered SE:
+    GenEval overall (mean of task means) when `by_task`, else the plain mean. A learned row of several
+    training seeds: the mean over seeds with the two-level SE and its Satterthwaite df (jsbench.stats)."""
+    rows = run.rows()
+    idx = [i for i, (it, _) in enumerate(rows) if keep(it)]
+
+    def one(scores) -> Estimate:
+        values = [scores[i][metric] for i in idx]
+        prompts = [rows[i][0].prompt for i in idx]
+        if not by_task:
+            return cluster_mean(values, prompts)
+        by: dict[str, tuple[list, list]] = {}
+        for i, v, p in zip(idx, values, prompts):
+            by.setdefault(rows[i][0].task, ([], []))
+            by[rows[i][0].task][0].append(v)
+            by[rows[i][0].task][1].append(p)
+        return weighted_overall([cluster_mean(v, p) for v, p in by.values()])
+
+    image = one(run.scores)
+    if run.train_seeds == 1:
+        return image
+    return two_level_estimate([one(s).value for s in run.seed_scores], image)
 
 
-def clustered(rows: list[tuple[str, float]]) -> tuple[float, float]:
-    """Mean of (prompt, value) rows with its prompt-clustered standard error."""
-    est = cluster_mean([v for _, v in rows], [p for p, _ in rows])
-    return est.value, est.stderr
+def _difference(a, b) -> EvalRun:
+    """Per image a − b, each training seed against the same seed (a row of one seed against every seed)."""
+    diff = lambda x, y: [{"correct": p["correct"] - q["correct"]} for p, q in zip(x, y)]  # noqa: E731
+    sa, sb = a.per_seed(), b.per_seed()
+    if len(sa) == len(sb):
+        seeds = [diff(x, y) for x, y in zip(sa, sb)]
+    else:
+        seeds = [diff(x, b.scores) for x in sa] if len(sb) == 1 else [diff(a.scores, y) for y in sb]
+    run = mean_over_seeds([EvalRun(items=a.items, seeds=a.seeds, scores=s) for s in seeds]) if len(seeds) > 1 else EvalRun(a.items, a.seeds, seeds[0])
+    return run
 
 
-def _in_se(mean_se) -> str:
-    """A difference in standard errors; a zero standard error (one seed, or identical images) has none."""
-    mean, se = mean_se
-    return f"{mean / se:+.1f} se" if se > 0 else "no spread"
+def _cell(e: Estimate, signed: bool = False) -> str:
+    lo, hi = e.interval()
+    v = f"{e.value:+.3f}" if signed else f"{e.value:.3f}"
+    return f"{v} ± {e.stderr:.3f} [{lo:+.3f}, {hi:+.3f}]"
+
+
+def _record(e: Estimate) -> dict:
+    lo, hi = e.interval()
+    return {"value": e.value, "stderr": e.stderr, "df": e.df, "ci_low": lo, "ci_high": hi}
 
 
 def main(argv=None) -> int:
@@ -62,33 +90,32 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     bb = load_backbone("detail")
     suite = load_suite("geneval", bb)
-    specs = {"default": "default", **{k: f"policy:{args.policies / v}" for k, v in METHODS.items()}, "ceiling": "ceiling"}
-    scores: dict[str, list[tuple[str, bool, float, str]]] = {}
-    for name, spec in specs.items():
-        run = evaluate(bb, suite, resolve_schedule(spec, bb, 3), seeds_per_prompt=args.seeds, progress=False)
-        scores[name] = [(it.task, it.metadata["texture"] in OPEN_PHRASES, sc["correct"], it.prompt) for (it, _), sc in zip(run.rows(), run.scores)]
-        print(f"  {name} done", flush=True)
-    n_open = sum(o for _, o, _, _ in scores["default"]) // args.seeds
-    n_prompts = len(scores["default"]) // args.seeds
+    runs = {"default": evaluate(bb, suite, resolve_schedule("default", bb, 3), seeds_per_prompt=args.seeds, progress=False)}
+    for name, folder in METHODS.items():
+        [seeds] = [r for r in shipped_policies(args.policies.parent, "detail", 3) if r[0].parent.name == folder] or [[]]
+        if not seeds:
+            raise SystemExit(f"error: {args.policies / folder} holds no trained policy")
+        runs[name] = evaluate_learned_row(bb, suite, seeds, 3, seeds=args.seeds, seed_base=0)[1]
+        print(f"  {name} done ({len(seeds)} training seeds)", flush=True)
+    runs["ceiling"] = evaluate(bb, suite, resolve_schedule("ceiling", bb, 3), seeds_per_prompt=args.seeds, progress=False)
+    is_open = lambda it: it.metadata["texture"] in OPEN_PHRASES  # noqa: E731
+    subsets = {"overall": (lambda it: True, True), "open": (is_open, False), "named": (lambda it: not is_open(it), False)}
+    n_prompts = len(runs["default"].items)
+    n_open = sum(is_open(it) for it in runs["default"].items)
     result = {"command": "python scripts/eval_detail.py " + " ".join(argv if argv is not None else sys.argv[1:]),
-              "seeds": args.seeds, "prompts": n_prompts, "open_prompts": n_open, "methods": {}, "paired": {}}
-    print(f"\ndetail world, 3 steps: {n_prompts} held-out prompts x {args.seeds} seeds ({n_open} prompts whose texture the noise decides)")
-    print(f"{'method':<12}{'overall':>18}{'open prompts':>18}{'named texture':>18}")
-    for name, rows in scores.items():
-        o = overall([(t, p, v) for t, _, v, p in rows])
-        op = clustered([(p, v) for _, is_open, v, p in rows if is_open])
-        cl = clustered([(p, v) for _, is_open, v, p in rows if not is_open])
-        result["methods"][name] = {"overall": o, "open": op, "named": cl}
-        print(f"{name:<12}{o[0]:>10.3f} ± {o[1]:.3f}{op[0]:>10.3f} ± {op[1]:.3f}{cl[0]:>10.3f} ± {cl[1]:.3f}")
-    print("± is one standard error, clustered by prompt. paired differences (same prompts and images):")
+              "seeds": args.seeds, "prompts": n_prompts, "open_prompts": n_open,
+              "train_seeds": {k: r.train_seeds for k, r in runs.items()}, "methods": {}, "paired": {}}
+    print(f"\ndetail world, 3 steps: {n_prompts} held-out prompts x {args.seeds} images ({n_open} prompts whose texture the noise decides)")
+    for name, run in runs.items():
+        ests = {k: _estimate(run, keep, by_task) for k, (keep, by_task) in subsets.items()}
+        result["methods"][name] = {k: _record(e) for k, e in ests.items()}
+        print(f"{name:<11} overall {_cell(ests['overall'])}  open {_cell(ests['open'])}  named {_cell(ests['named'])}")
+    print("± one SE clustered by prompt (learned rows: two-level, counting the training seeds); [lo, hi] 95 % t")
     for a, b in PAIRS:
-        diff = [(t, x - y, is_open, p) for (t, is_open, x, p), (_, _, y, _) in zip(scores[a], scores[b])]
-        o = overall([(t, p, d) for t, d, _, p in diff])
-        op = clustered([(p, d) for _, d, is_open, p in diff if is_open])
-        cl = clustered([(p, d) for _, d, is_open, p in diff if not is_open])
-        result["paired"][f"{a} - {b}"] = {"overall": o, "open": op, "named": cl}
-        print(f"  {a + ' - ' + b:<22}overall {o[0]:+.3f} ± {o[1]:.3f} ({_in_se(o)})   open {op[0]:+.3f} ± {op[1]:.3f} "
-              f"({_in_se(op)})   named {cl[0]:+.3f} ± {cl[1]:.3f}")
+        d = _difference(runs[a], runs[b])
+        ests = {k: _estimate(d, keep, by_task) for k, (keep, by_task) in subsets.items()}
+        result["paired"][f"{a} - {b}"] = {k: _record(e) for k, e in ests.items()}
+        print(f"  {a + ' - ' + b:<20} overall {_cell(ests['overall'], True)}  open {_cell(ests['open'], True)}  named {_cell(ests['named'], True)}")
     write_result(result, write=args.write, out=args.out, committed=COMMITTED, root=ROOT, indent=1)
     return 0
 
