@@ -115,8 +115,10 @@ def headline_table(leaderboards: Path) -> str:
                    f"[{_signed(r['ci_low'])}, {_signed(r['ci_high'])}] | {r['stderr_unpaired_seeds']:.3f} | {r['train_seeds']} | {need} | {verdict(r)} |")
     out += ["", "Δ paired on the same images and by training seed; the interval is Student t at the Satterthwaite df",
             "of the image and seed terms; SE unpaired: the SE without pairing the seeds (seed s of every row draws",
-            f"the same contexts and training noise, so pairing them removes what they share); seeds for {RESOLVE_DIFFERENCE}: training seeds per row for 80 % power against a difference",
-            f"of {RESOLVE_DIFFERENCE} at this spread (– (images): the image part alone is too wide). Made from leaderboards/*.contrasts.csv."]
+            "the same contexts and training noise, so pairing them removes what they share); seeds for "
+            f"{RESOLVE_DIFFERENCE}: training",
+            f"seeds per row for 80 % power against a difference of {RESOLVE_DIFFERENCE} at this spread (– (images): the image",
+            "part alone is too wide). Made from leaderboards/*.contrasts.csv."]
     return "\n".join(out) + "\n"
 
 
