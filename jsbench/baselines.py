@@ -178,15 +178,9 @@ def available_baselines() -> list[str]:
 def registered_baselines(errors: list[str] | None = None) -> list["Baseline"]:
     """Every baseline's record in estimator-lab order (jsbench's, then the plugins'). A plugin that does not
     load is left out with its one line appended to `errors` (raised when `errors` is None)."""
-    out = []
-    for name in available_baselines():
-        try:
-            out.append(baseline_record(name))
-        except BaselineError as exc:
-            if errors is None:
-                raise
-            errors.append(str(exc))
-    return sorted(out, key=lambda b: (b.lab_order, b.name))
+    from jsbench.registry import load_each
+
+    return sorted(load_each(available_baselines(), baseline_record, errors), key=lambda b: (b.lab_order, b.name))
 
 
 def validate_baseline(name: str, contexts: int, samples: int) -> None:

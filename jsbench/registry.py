@@ -22,6 +22,7 @@ from typing import Callable, Generic, TypeVar
 from jsbench import JsbenchError
 
 F = TypeVar("F", bound=Callable)
+T = TypeVar("T")
 
 JSBENCH_ORIGIN = "jsbench"  # what `jsbench plugins` shows for what jsbench itself registers
 
@@ -73,6 +74,20 @@ def plugin_entries(group: str) -> list[PluginEntry]:
 
 def plugin_entry(group: str, name: str) -> PluginEntry | None:
     return next((e for e in plugin_entries(group) if e.name == name), None)
+
+
+def load_each(names, load: Callable[[str], T], errors: list[str] | None = None) -> list[T]:
+    """`load(name)` for every name; a JsbenchError (a plugin that does not load) is appended to `errors` as
+    its one line and the name left out, or raised when `errors` is None."""
+    out = []
+    for name in names:
+        try:
+            out.append(load(name))
+        except JsbenchError as exc:
+            if errors is None:
+                raise
+            errors.append(str(exc))
+    return out
 
 
 class Registry(Generic[F]):

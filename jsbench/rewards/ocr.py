@@ -388,20 +388,30 @@ def require_text_backbone(backbone, what: str) -> None:
         )
 
 
-class OcrReward:
+class _EngineReward:
+    """A reward that reads each image with an OCR engine (by name, or one already built; default: the
+    installed engine jsbench prefers), and says which in its provenance."""
+
+    name = ""
+
+    def __init__(self, engine: str | OcrEngine | None = None, **engine_options):
+        engine = default_engine() if engine is None else engine
+        self.engine = load_engine(engine, **engine_options) if isinstance(engine, str) else engine
+
+    def provenance(self) -> dict:
+        """What the reward is and what read for it (a training run's manifest records it)."""
+        return {"reward": self.name, "ocr_engine": self.engine.name}
+
+
+class OcrReward(_EngineReward):
     """The `ocr` reward, Flow-GRPO's: 1 - min(dist, len)/len of what the engine reads vs the prompt's quoted
     text, 1 when the read text contains it (`contains_ok=False`: the plain formula)."""
 
     name = "ocr"
 
     def __init__(self, engine: str | OcrEngine | None = None, contains_ok: bool = True, **engine_options):
-        engine = default_engine() if engine is None else engine
-        self.engine = load_engine(engine, **engine_options) if isinstance(engine, str) else engine
+        super().__init__(engine, **engine_options)
         self.contains_ok = contains_ok
-
-    def provenance(self) -> dict:
-        """What the reward is and what read for it (a training run's manifest records it)."""
-        return {"reward": self.name, "ocr_engine": self.engine.name}
 
     def __call__(self, images: torch.Tensor, prompts: Sequence[str]) -> torch.Tensor:
         prompts = list(prompts)
@@ -416,21 +426,13 @@ class OcrReward:
         return torch.tensor(values, dtype=torch.float32)
 
 
-class FlowGrpoOcrReward:
+class FlowGrpoOcrReward(_EngineReward):
     """The `ocr-flowgrpo` reward, Flow-GRPO's flow_grpo/ocr.py (`jsbench.scoring.flowgrpo`): the first
     double-quoted span against the engine's detections joined, ASCII spaces removed. On the text world's
     prompts (one double-quoted span of plain words) it equals `ocr`; it differs on prompts with several quoted
     spans or with curly or single quotes, and where a detection holds a tab or a newline."""
 
     name = "ocr-flowgrpo"
-
-    def __init__(self, engine: str | OcrEngine | None = None, **engine_options):
-        engine = default_engine() if engine is None else engine
-        self.engine = load_engine(engine, **engine_options) if isinstance(engine, str) else engine
-
-    def provenance(self) -> dict:
-        """What the reward is and what read for it (a training run's manifest records it)."""
-        return {"reward": self.name, "ocr_engine": self.engine.name}
 
     def __call__(self, images: torch.Tensor, prompts: Sequence[str]) -> torch.Tensor:
         prompts = list(prompts)

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from jsbench import JsbenchError
-from jsbench.registry import JSBENCH_ORIGIN, Registry, plugin_entries, plugin_entry
+from jsbench.registry import JSBENCH_ORIGIN, Registry, load_each, plugin_entries, plugin_entry
 
 __all__ = ["ZooError", "ScheduleSource", "ScheduleKind", "SOURCES", "ZOO_MODULES", "ZooKind", "register_source", "register_zoo",
            "zoo_kind", "schedule_kind", "schedule_kinds", "source_kind_names", "spec_syntax", "zoo_kind_names", "default_zoo_kinds",
@@ -176,15 +176,7 @@ def schedule_kind(name: str) -> ScheduleKind | None:
 def schedule_kinds(errors: list[str] | None = None) -> list[ScheduleKind]:
     """Every source kind: jsbench's, then the plugins' by name. A plugin that does not load is left out, its one
     line appended to `errors` (raised instead when `errors` is None)."""
-    out = list(SOURCES)
-    for name in _plugin_names():
-        try:
-            out.append(_plugin_kind(name))
-        except JsbenchError as exc:
-            if errors is None:
-                raise
-            errors.append(str(exc))
-    return out
+    return list(SOURCES) + load_each(_plugin_names(), _plugin_kind, errors)
 
 
 def source_kind_names() -> list[str]:
