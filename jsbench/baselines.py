@@ -146,18 +146,14 @@ _PLUGINS: dict[str, Baseline] = {}
 
 def _plugin_baseline(name: str) -> "Baseline | None":
     """Plugin `name`'s record (entry-point group jsbench.baselines), loaded once; None if no package declares it."""
-    from jsbench.registry import plugin_entry
+    from jsbench.registry import plugin_record
 
-    if name in _PLUGINS:
-        return _PLUGINS[name]
-    entry = plugin_entry(BASELINE_GROUP, name)
-    if entry is None:
-        return None
-    record = entry.load(BaselineError)
-    if not isinstance(record, Baseline) or record.name != name or not callable(record.values):
-        raise entry.refuse(f"names {record!r}, not a jsbench.baselines.Baseline named {name!r} with callable values", BaselineError)
-    _PLUGINS[name] = record = Baseline(**{**record.__dict__, "origin": entry.origin})
-    return record
+    def admit(entry, record) -> Baseline:
+        if not isinstance(record, Baseline) or record.name != name or not callable(record.values):
+            raise entry.refuse(f"names {record!r}, not a jsbench.baselines.Baseline named {name!r} with callable values", BaselineError)
+        return Baseline(**{**record.__dict__, "origin": entry.origin})
+
+    return plugin_record(BASELINE_GROUP, name, _PLUGINS, BaselineError, admit)
 
 
 def baseline_record(name: str) -> "Baseline":

@@ -9,7 +9,7 @@ from pathlib import Path
 from jsbench import JsbenchError
 from jsbench.contrasts import contrasts_path, section_contrasts, write_contrasts
 from jsbench.evaluate import EVAL_SEED_BASE, discard_partial, resolve_schedule
-from jsbench.io import write_text_atomic
+from jsbench.io import training_runs, write_text_atomic
 from jsbench.leaderboard import Table, add_reference_deltas, build_tables, merge_tables, read_committed, render_csv, render_markdown, tables_from_csv
 from jsbench.policy import read_manifest
 from jsbench.results import append_records, make_records
@@ -34,11 +34,7 @@ def shipped_policies(policies_dir: Path, backbone: str, steps: int, suite: str |
     root = Path(policies_dir) / backbone
     rows = []
     for folder in sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []:
-        if (folder / "manifest.json").is_file():
-            seeds = [folder]
-        else:
-            found = [m.parent for m in folder.glob("seed*/manifest.json") if m.parent.name[4:].isdigit()]
-            seeds = sorted(found, key=lambda p: int(p.name[4:]))
+        seeds = training_runs(folder)
         manifests = [read_manifest(p) for p in seeds]
         if seeds and all(m.get("backbone") == backbone and m.get("steps") == steps and (suite is None or m.get("suite", suite) == suite)
                         for m in manifests):

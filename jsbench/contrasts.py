@@ -24,8 +24,8 @@ from pathlib import Path
 
 from jsbench.io import write_text_atomic
 from jsbench.power import RESOLVE_DIFFERENCE, RESOLVE_POWER, seeds_to_resolve
-from jsbench.results import paired_estimates
-from jsbench.stats import LEVEL
+from jsbench.results import metric_estimate, overall_of
+from jsbench.stats import LEVEL, paired_two_level_estimate, sample_variance
 
 __all__ = ["HEADLINE_CONTRASTS", "CSV_FIELDS", "section_contrasts", "contrasts_path", "read_contrasts", "write_contrasts", "contrast_lines"]
 
@@ -51,7 +51,7 @@ def section_contrasts(table, run_of, suite) -> list[dict]:
     """The headline contrasts of one section (a leaderboard Table) from its rows' per-image runs (`run_of(table,
     row)` -> EvalRun or None, as compare keeps them); a pair is left out unless both rows are learned rows
     (several training seeds) evaluated on the same images."""
-    metric, key = suite.primary_metric, ("overall", suite.primary_metric)
+    metric = suite.primary_metric
     rows = {r["method"]: r for r in table.rows}
     out = []
     for a, b, name in HEADLINE_CONTRASTS:
@@ -60,34 +60,28 @@ def section_contrasts(table, run_of, suite) -> list[dict]:
         run_a, run_b = run_of(table, rows[a]), run_of(table, rows[b])
         if run_a is None or run_b is None or run_a.train_seeds < 2 or run_b.train_seeds < 2:
             continue
-        paired = paired_estimates(suite, run_a, run_b)
-        if not paired or key not in paired:
-            continue
-        est = paired[key]
         items = [it for it, _ in run_a.rows()]
+        if [(it.prompt, s) for it, s in run_b.rows()] != [(it.prompt, s) for it, s in run_a.rows()]:
+            continue  # not on the same images: nothing to pair
+        # the image part (the per-image difference of the seed means) and each seed's headline: the two terms
+        # of the paired two-level estimate (results.paired_estimates' overall), and the power statement's
         diff = [{metric: x[metric] - y[metric]} for x, y in zip(run_a.scores, run_b.scores)]
-        image = next(m for m in suite.aggregate(diff, items) if (m.task, m.metric) == key)
-        per_seed = [[next(m.value for m in suite.aggregate(s, items) if (m.task, m.metric) == key) for s in r.per_seed()] for r in (run_a, run_b)]
-        unpaired_var = _var(per_seed[0]) / len(per_seed[0]) + _var(per_seed[1]) / len(per_seed[1])
+        image = overall_of(suite, diff, items)
+        per_seed = [[overall_of(suite, s, items).value for s in r.per_seed()] for r in (run_a, run_b)]
+        if image is None or not all(per_seed):
+            continue
+        est = paired_two_level_estimate(per_seed[0], per_seed[1], metric_estimate(image))
+        unpaired_var = sample_variance(per_seed[0]) / len(per_seed[0]) + sample_variance(per_seed[1]) / len(per_seed[1])
         if len(per_seed[0]) == len(per_seed[1]):
-            d = [x - y for x, y in zip(*per_seed)]
-            seed_var = _var(d)
+            seed_var = sample_variance([x - y for x, y in zip(*per_seed)])
         else:  # unpaired seeds: each row's seed variance adds
-            seed_var = _var(per_seed[0]) + _var(per_seed[1])
+            seed_var = sample_variance(per_seed[0]) + sample_variance(per_seed[1])
         need = seeds_to_resolve(RESOLVE_DIFFERENCE, image.stderr, seed_var, image.df) if image.df > 0 else None
         out.append({"backbone": table.backbone, "model_id": table.model_id, "steps": int(table.steps), "contrast": name, "a": a, "b": b,
                     "delta": est.value, "stderr": est.stderr, "df": est.df, "ci_low": est.ci_low, "ci_high": est.ci_high, "p": est.p,
                     "image_se": image.stderr, "seed_sd": math.sqrt(seed_var), "train_seeds": min(len(per_seed[0]), len(per_seed[1])),
                     "seeds_to_resolve": need, "stderr_unpaired_seeds": math.sqrt(image.stderr**2 + unpaired_var)})
     return out
-
-
-def _var(values: list[float]) -> float:
-    n = len(values)
-    if n < 2:
-        return 0.0
-    m = math.fsum(values) / n
-    return math.fsum((v - m) ** 2 for v in values) / (n - 1)
 
 
 def contrasts_path(leaderboard_dir: Path, suite: str) -> Path:

@@ -56,6 +56,7 @@ import math
 from pathlib import Path
 from typing import Sequence
 
+from jsbench.io import training_runs
 from jsbench.stats import t_quantile
 
 HELDOUT_FILE = "heldout.jsonl"
@@ -241,19 +242,9 @@ def run_convergence(folder: str | Path) -> dict:
     return curve_convergence(curve_of(folder))
 
 
-def seed_folders(path: str | Path) -> list[Path]:
-    """The training runs of a learned row: `<row>/seed<S>/` in the order of S, or the folder itself when it
-    holds a manifest.json (a run trained once)."""
-    path = Path(path)
-    if (path / "manifest.json").is_file():
-        return [path]
-    found = [m.parent for m in path.glob("seed*/manifest.json") if m.parent.name[4:].isdigit()]
-    return sorted(found, key=lambda p: int(p.name[4:]))
-
-
 def row_verdict(path: str | Path) -> dict:
     """The verdict of the learned row at `path` (a row folder of seed<S>/ runs, or one run's folder)."""
-    return row_convergence([curve_of(f) for f in seed_folders(path)])
+    return row_convergence([curve_of(f) for f in training_runs(path)])
 
 
 # ---------------------------------------------------------------------------------------------- simulation

@@ -36,6 +36,7 @@ import torch
 
 from jsbench import JsbenchError
 from jsbench.baselines import compute_baseline, registered_baselines, validate_baseline
+from jsbench.io import training_runs
 
 __all__ = [
     "EstimatorError",
@@ -115,9 +116,7 @@ def resolve_policy_folder(path: str | Path) -> Path:
     """A policy folder as given, or a row folder `<name>-n<steps>/` whose trained seeds live in `seed<S>/`
     subfolders: then seed0 (the lowest seed if there is no seed0)."""
     folder = Path(path)
-    if (folder / "manifest.json").is_file():
-        return folder
-    seeds = sorted((p for p in folder.glob("seed*") if (p / "manifest.json").is_file() and p.name[4:].isdigit()), key=lambda p: int(p.name[4:]))
+    seeds = training_runs(folder)
     if seeds:
         return seeds[0]
     raise EstimatorError(f"no policy in {folder}: neither a manifest.json nor seed<S>/ subfolders holding one")

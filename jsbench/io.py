@@ -214,3 +214,13 @@ def read_prompt_lines(path: str | os.PathLike, error: type[JsbenchError] = Jsben
     if not lines:
         raise error(f"prompts file {str(path)!r} is empty; give one prompt per line")
     return lines
+
+
+def training_runs(row: str | os.PathLike) -> list[Path]:
+    """The training runs of a learned row: its `seed<S>/` folders holding a manifest.json, in the order of S,
+    or the folder itself when it holds one (a row trained once); none when it holds neither."""
+    row = Path(row)
+    if (row / "manifest.json").is_file():
+        return [row]
+    found = [m.parent for m in row.glob("seed*/manifest.json") if m.parent.name[4:].isdigit()]
+    return sorted(found, key=lambda p: int(p.name[4:]))

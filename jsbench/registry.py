@@ -90,6 +90,19 @@ def load_each(names, load: Callable[[str], T], errors: list[str] | None = None) 
     return out
 
 
+def plugin_record(group: str, name: str, cache: dict[str, T], error: type[JsbenchError], admit: Callable[[PluginEntry, object], T]) -> T | None:
+    """The record that plugin `name` of entry-point `group` declares, loaded once into `cache`: `admit(entry,
+    loaded)` checks what the entry point named (raising `entry.refuse(...)`) and returns the record to keep;
+    a plugin that does not load is one line (`error`). None when no installed package declares `name`."""
+    if name in cache:
+        return cache[name]
+    entry = plugin_entry(group, name)
+    if entry is None:
+        return None
+    cache[name] = record = admit(entry, entry.load(error))
+    return record
+
+
 class Registry(Generic[F]):
     def __init__(self, kind: str, error: type[JsbenchError], modules: dict[str, str] | None = None, package: str | None = None,
                  group: str | None = None):

@@ -117,8 +117,16 @@ def _by_key(metrics) -> dict[tuple[str, str], object]:
     return {(m.task, m.metric): m for m in metrics}
 
 
-def _estimate(m: TaskMetric) -> Estimate:
+def metric_estimate(m: TaskMetric) -> Estimate:
+    """A suite's aggregate as a jsbench.stats Estimate (an unrecorded df: nan)."""
     return Estimate(m.value, m.stderr, m.n_images, m.n_prompts, df=math.nan if m.df is None else m.df)
+
+
+def overall_of(suite, scores: list[dict], items: list) -> TaskMetric | None:
+    """The suite's headline for these per-image scores (one item per score): its 'overall' of the primary
+    metric; None when the suite gives none."""
+    key = ("overall", suite.primary_metric)
+    return next((m for m in suite.aggregate(scores, items) if (m.task, m.metric) == key), None)
 
 
 def run_metrics(suite, run: EvalRun) -> dict[tuple[str, str], TaskMetric]:
@@ -132,7 +140,7 @@ def run_metrics(suite, run: EvalRun) -> dict[tuple[str, str], TaskMetric]:
     per_seed = [_by_key(suite.aggregate(scores, items)) for scores in run.per_seed()]
     out = {}
     for key, m in pooled.items():
-        est = two_level_estimate([ps[key].value for ps in per_seed if key in ps], _estimate(m))
+        est = two_level_estimate([ps[key].value for ps in per_seed if key in ps], metric_estimate(m))
         out[key] = replace(m, value=est.value, stderr=est.stderr, df=est.df)
     return out
 
@@ -150,14 +158,14 @@ def paired_estimates(suite, run: EvalRun, reference: EvalRun) -> dict[tuple[str,
     diff_scores = [{k: a[k] - b[k] for k in a if k in b} for a, b in zip(run.scores, reference.scores)]
     pooled = _by_key(suite.aggregate(diff_scores, items))
     if run.train_seeds == 1 and reference.train_seeds == 1:
-        return {key: _estimate(m) for key, m in pooled.items()}
+        return {key: metric_estimate(m) for key, m in pooled.items()}
     a_seeds = [_by_key(suite.aggregate(scores, items)) for scores in run.per_seed()]
     b_seeds = [_by_key(suite.aggregate(scores, items)) for scores in reference.per_seed()]
     out = {}
     for key, m in pooled.items():
         a = [ps[key].value for ps in a_seeds if key in ps]
         b = [ps[key].value for ps in b_seeds if key in ps]
-        out[key] = paired_two_level_estimate(a, b, _estimate(m)) if a and b else _estimate(m)
+        out[key] = paired_two_level_estimate(a, b, metric_estimate(m)) if a and b else metric_estimate(m)
     return out
 
 
@@ -283,4 +291,4 @@ def latest(records: list[Record]) -> list[Record]:
     return list(newest.values())
 
 
-__all__ = ["Record", "KEY_FIELDS", "PROVENANCE_FIELDS", "make_records", "paired_metrics", "paired_estimates", "run_metrics", "row_converged", "seeds_share_noise", "suite_provenance", "prompt_set_hash", "append_records", "read_records", "latest"]
+__all__ = ["Record", "KEY_FIELDS", "PROVENANCE_FIELDS", "make_records", "paired_metrics", "paired_estimates", "metric_estimate", "overall_of", "run_metrics", "row_converged", "seeds_share_noise", "suite_provenance", "prompt_set_hash", "append_records", "read_records", "latest"]

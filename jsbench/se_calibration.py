@@ -32,7 +32,8 @@ from jsbench import JsbenchError
 from jsbench.compare import evaluate_learned_row, shipped_policies
 from jsbench.evaluate import evaluate, resolve_schedule
 from jsbench.policy import read_manifest
-from jsbench.results import paired_metrics
+from jsbench.results import overall_of, paired_metrics
+from jsbench.stats import sample_variance
 
 TARGET_RATIO = 1.3
 SCHEMA = "jsbench.se_calibration/2"  # 2: ratio against the image part; seed_term
@@ -56,10 +57,8 @@ def replicate_rows(backbone, suite, steps: int, policies_dir: Path, *, seeds: in
 def image_part_se(suite, run_a, run_b) -> float:
     """The image part of the SE of Δ = a − b: the suite's prompt-clustered SE (its 'overall' of the primary
     metric) of the per-image difference of the two rows' seed means, the first term of the two-level SE."""
-    items = [it for it, _ in run_a.rows()]
     diff = [{k: x[k] - y[k] for k in x if k in y} for x, y in zip(run_a.scores, run_b.scores)]
-    metric = suite.primary_metric
-    return next(m.stderr for m in suite.aggregate(diff, items) if m.task == "overall" and m.metric == metric)
+    return overall_of(suite, diff, [it for it, _ in run_a.rows()]).stderr
 
 
 def _ratio(spread: float, se: float) -> float:
@@ -129,8 +128,7 @@ def se_calibration(backbone, suite, steps: int, policies_dir: Path, *, seeds: in
 
 def overall_score(suite, run) -> float:
     """A run's headline: the suite's 'overall' of its primary metric."""
-    metric = suite.primary_metric
-    return next(m.value for m in suite.aggregate(run.scores, [it for it, _ in run.rows()]) if m.task == "overall" and m.metric == metric)
+    return overall_of(suite, run.scores, [it for it, _ in run.rows()]).value
 
 
 def seed_term_summary(per_seed_a: list[float], per_seed_b: list[float], group_size: int) -> dict:
@@ -149,7 +147,7 @@ def seed_term_summary(per_seed_a: list[float], per_seed_b: list[float], group_si
     d = [x - y for x, y in zip(per_seed_a, per_seed_b)][: G * m]
     groups = [d[g * m : (g + 1) * m] for g in range(G)]
     deltas = [math.fsum(g) / m for g in groups]
-    within = [math.fsum((x - dg) ** 2 for x in g) / (m - 1) for g, dg in zip(groups, deltas)]
+    within = [sample_variance(g) for g in groups]
     seed_se = [math.sqrt(v / m) for v in within]
     mean = math.fsum(deltas) / G
     spread = math.sqrt(math.fsum((x - mean) ** 2 for x in deltas) / (G - 1))

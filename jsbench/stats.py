@@ -47,7 +47,7 @@ from functools import lru_cache
 from statistics import NormalDist
 from typing import Callable, Hashable, Sequence
 
-__all__ = ["Estimate", "cluster_mean", "naive_mean", "weighted_overall", "two_level", "paired_two_level", "two_level_estimate",
+__all__ = ["Estimate", "cluster_mean", "naive_mean", "weighted_overall", "two_level", "paired_two_level", "two_level_estimate", "sample_variance",
            "paired_two_level_estimate", "satterthwaite_df", "t_cdf", "t_quantile", "t_interval", "t_p_value", "cluster_bootstrap_ci",
            "LEVEL", "SE_LEGEND", "TWO_LEVEL_LEGEND", "T_LEGEND"]
 
@@ -210,8 +210,7 @@ def naive_mean(values: Sequence[float]) -> Estimate:
     m = math.fsum(values) / n
     if n < 2:
         return Estimate(m, math.nan, n, n)
-    var = math.fsum((v - m) ** 2 for v in values) / (n - 1)
-    return Estimate(m, math.sqrt(var / n), n, n, df=n - 1)
+    return Estimate(m, math.sqrt(sample_variance(values) / n), n, n, df=n - 1)
 
 
 def cluster_mean(values: Sequence[float], clusters: Sequence[Hashable]) -> Estimate:
@@ -252,6 +251,16 @@ def weighted_overall(task_estimates: Sequence[Estimate], weights: Sequence[float
     return Estimate(value, se, sum(e.n for e in ests), sum(e.clusters for e in ests), df=satterthwaite_df(terms))
 
 
+def sample_variance(values: Sequence[float]) -> float:
+    """The unbiased sample variance (n - 1), summed with math.fsum; 0 for fewer than two values."""
+    vals = [float(v) for v in values]
+    n = len(vals)
+    if n < 2:
+        return 0.0
+    m = math.fsum(vals) / n
+    return math.fsum((v - m) ** 2 for v in vals) / (n - 1)
+
+
 def two_level_estimate(per_seed_values: Sequence[float], images: Estimate) -> Estimate:
     """A row trained with S seeds: the mean over seeds, SE^2 = a + b with a = images.stderr^2 (the prompt-
     clustered SE of the per-image mean over seeds) and b = var_s / S (var_s the sample variance of the
@@ -260,9 +269,7 @@ def two_level_estimate(per_seed_values: Sequence[float], images: Estimate) -> Es
     if not vals:
         return Estimate(math.nan, math.nan, images.n, images.clusters, df=math.nan)
     S = len(vals)
-    m = math.fsum(vals) / S
-    var = math.fsum((v - m) ** 2 for v in vals) / (S - 1) if S > 1 else 0.0
-    return _summed(m, [(images.stderr, images.df), (math.sqrt(var / S), S - 1)], images)
+    return _summed(math.fsum(vals) / S, [(images.stderr, images.df), (math.sqrt(sample_variance(vals) / S), S - 1)], images)
 
 
 def paired_two_level_estimate(a_seeds: Sequence[float], b_seeds: Sequence[float], images: Estimate) -> Estimate:

@@ -307,15 +307,15 @@ class Trainer:
         policy's mean schedule, scored by the suite; `score` is the suite's headline (its 'overall'),
         `scores` the per-image primary metric in the held-out order. Touches no random state of training."""
         from jsbench.evaluate import evaluate, policy_source
+        from jsbench.results import overall_of
 
         start = time.perf_counter()
         with torch.random.fork_rng(devices=[]), torch.no_grad():
             run = evaluate(self.backbone, self.suite, policy_source(self.policy), seeds_per_prompt=1, items=self.heldout_items,
                            seed_base=HELDOUT_IMAGE, progress=False)
-        metric = self.suite.primary_metric
-        overall = [m for m in self.suite.aggregate(run.scores, [it for it, _ in run.rows()]) if m.task == "overall" and m.metric == metric]
-        scores = [float(s[metric]) for s in run.scores]
-        score = overall[0].value if overall else math.fsum(scores) / len(scores)
+        overall = overall_of(self.suite, run.scores, [it for it, _ in run.rows()])
+        scores = [float(s[self.suite.primary_metric]) for s in run.scores]
+        score = overall.value if overall is not None else math.fsum(scores) / len(scores)
         return {"iteration": self.iteration, "score": score, "scores": scores, "seconds": round(time.perf_counter() - start, 4)}
 
     def _record_heldout(self) -> None:

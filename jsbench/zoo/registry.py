@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from jsbench import JsbenchError
-from jsbench.registry import JSBENCH_ORIGIN, Registry, load_each, plugin_entries, plugin_entry
+from jsbench.registry import JSBENCH_ORIGIN, Registry, load_each, plugin_entries, plugin_record
 
 __all__ = ["ZooError", "ScheduleSource", "ScheduleKind", "SOURCES", "ZOO_MODULES", "ZooKind", "register_source", "register_zoo",
            "zoo_kind", "schedule_kind", "schedule_kinds", "source_kind_names", "spec_syntax", "zoo_kind_names", "default_zoo_kinds",
@@ -148,20 +148,16 @@ register_zoo = register_source  # the zoo modules' name for it
 
 def _plugin_kind(name: str) -> ScheduleKind | None:
     """The record plugin `name` declares (loaded once), or None when no installed package declares it."""
-    if name in _PLUGINS:
-        return _PLUGINS[name]
-    entry = plugin_entry(SCHEDULE_GROUP, name)
-    if entry is None:
-        return None
-    kind = entry.load(ZooError)
-    if not isinstance(kind, ScheduleKind):
-        raise entry.refuse(f"names a {type(kind).__name__}, not a jsbench.zoo.ScheduleKind", ZooError)
-    if kind.name != name or not callable(kind.build) or kind.module is not None:
-        raise entry.refuse(f"its ScheduleKind must be named {name!r} and carry a callable build (it has name {kind.name!r}, "
-                           f"build {kind.build!r})", ZooError)
-    kind = ScheduleKind(**{**kind.__dict__, "origin": entry.origin})
-    _PLUGINS[name] = kind
-    return kind
+
+    def admit(entry, kind) -> ScheduleKind:
+        if not isinstance(kind, ScheduleKind):
+            raise entry.refuse(f"names a {type(kind).__name__}, not a jsbench.zoo.ScheduleKind", ZooError)
+        if kind.name != name or not callable(kind.build) or kind.module is not None:
+            raise entry.refuse(f"its ScheduleKind must be named {name!r} and carry a callable build (it has name {kind.name!r}, "
+                               f"build {kind.build!r})", ZooError)
+        return ScheduleKind(**{**kind.__dict__, "origin": entry.origin})
+
+    return plugin_record(SCHEDULE_GROUP, name, _PLUGINS, ZooError, admit)
 
 
 def _plugin_names() -> list[str]:
