@@ -1,4 +1,8 @@
-"""The README's result tables, rendered from the committed leaderboard CSVs (scripts/readme_tables.py).
+"""The result tables of README.md and docs/*.md, rendered from the committed leaderboard CSVs
+(scripts/readme_tables.py).
+
+A table sits in a page between `<!-- table:NAME -->` and `<!-- /table:NAME -->`, each name in one place
+across the pages (`table_pages`): the `headline` block in the README, the worlds' in docs/results.md.
 
 A world's table: one line per method (in the leaderboard's order), its overall score at each step budget
 (± one SE clustered by prompt; a learned row's SE counts its training seeds, and † marks a budget where its
@@ -17,11 +21,14 @@ from pathlib import Path
 from jsbench.contrasts import contrasts_path, read_contrasts
 from jsbench.power import RESOLVE_DIFFERENCE
 
-__all__ = ["WORLDS", "world_table", "headline_table", "readme_tables", "fill_blocks"]
+__all__ = ["WORLDS", "world_table", "headline_table", "readme_tables", "fill_blocks", "block_names", "table_pages",
+           "block_problems", "fill_pages"]
 
-# README block name -> (suite, backbone)
+# block name -> (suite, backbone)
 WORLDS = {"analytic": ("geneval", "analytic"), "scenes-dit": ("geneval", "scenes-dit"), "detail": ("geneval", "detail"), "ocr": ("ocr", "analytic")}
 MINUS = "−"
+BLOCK = re.compile(r"<!-- table:([\w-]+) -->\n.*?<!-- /table:\1 -->", re.S)  # a table block, its name
+OPENING = re.compile(r"<!-- table:([\w-]+) -->")
 
 
 def _num(text: str | None) -> float | None:
@@ -135,5 +142,39 @@ def fill_blocks(text: str, tables: dict[str, str]) -> str:
         name = m.group(1)
         return f"<!-- table:{name} -->\n{tables[name]}<!-- /table:{name} -->" if name in tables else m.group(0)
 
-    return re.sub(r"<!-- table:([\w-]+) -->\n.*?<!-- /table:\1 -->", body, text, flags=re.S)
+    return BLOCK.sub(body, text)
+
+
+def block_names(text: str) -> list[str]:
+    """The names of `text`'s table blocks, in order (a name twice is listed twice)."""
+    return [m.group(1) for m in BLOCK.finditer(text)]
+
+
+def table_pages(root: Path) -> list[Path]:
+    """The pages whose table blocks are rewritten and checked: README.md and every docs/*.md."""
+    root = Path(root)
+    return [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+
+
+def block_problems(pages: dict[Path, str], tables: dict[str, str]) -> list[str]:
+    """What keeps the pages' blocks from being the tables, one line each: an opening marker not closed, a
+    block name placed more than once (across every page), a block with no table, a table placed in no page."""
+    where: dict[str, list[Path]] = {}
+    problems = []
+    for path, text in pages.items():
+        names = block_names(text)
+        for name in names:
+            where.setdefault(name, []).append(path)
+        problems += [f"{path}: <!-- table:{name} --> has no <!-- /table:{name} --> after it"
+                     for name in sorted(set(OPENING.findall(text))) if OPENING.findall(text).count(name) > names.count(name)]
+    problems += [f"table:{name} is placed {len(paths)} times ({', '.join(sorted({str(p) for p in paths}))}): keep one"
+                for name, paths in where.items() if len(paths) > 1]
+    problems += [f"table:{name} ({where[name][0]}) has no table: one of {', '.join(tables)}" for name in where if name not in tables]
+    problems += [f"table:{name} is placed in no page" for name in tables if name not in where]
+    return problems
+
+
+def fill_pages(pages: dict[Path, str], tables: dict[str, str]) -> dict[Path, str]:
+    """Each page's text with its blocks filled (`fill_blocks`); a page without blocks comes back as it is."""
+    return {path: fill_blocks(text, tables) for path, text in pages.items()}
 

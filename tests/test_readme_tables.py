@@ -1,25 +1,71 @@
-"""The README's result tables are the committed leaderboards' (scripts/readme_tables.py)."""
+"""The result tables of README.md and docs/*.md are the committed leaderboards' (scripts/readme_tables.py)."""
 
+import importlib.util
 from pathlib import Path
 
 import pytest
 
-from jsbench.readme_tables import WORLDS, fill_blocks, readme_tables, verdict
+from jsbench.readme_tables import WORLDS, block_names, block_problems, fill_blocks, fill_pages, readme_tables, table_pages, verdict
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_readme_tables_are_the_leaderboards():
-    readme = (ROOT / "README.md").read_text()
+def _script():
+    spec = importlib.util.spec_from_file_location("readme_tables_script", ROOT / "scripts" / "readme_tables.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_every_page_s_tables_are_the_leaderboards():
+    pages = {path: path.read_text() for path in table_pages(ROOT)}
+    assert ROOT / "README.md" in pages and ROOT / "docs" / "results.md" in pages
     tables = readme_tables(ROOT / "leaderboards")
-    for name in [*WORLDS, "headline"]:
-        assert f"<!-- table:{name} -->\n" in readme and f"<!-- /table:{name} -->" in readme, name
-    assert fill_blocks(readme, tables) == readme, "run python scripts/readme_tables.py --write"
+    assert set(tables) == {*WORLDS, "headline"}
+    assert block_problems(pages, tables) == []  # every table placed once, in one page, and nothing else
+    assert "headline" in block_names(pages[ROOT / "README.md"])
+    for path, text in fill_pages(pages, tables).items():
+        assert text == pages[path], f"{path}: run python scripts/readme_tables.py --write"
 
 
 def test_fill_blocks_replaces_only_named_blocks():
     text = "a\n<!-- table:x -->\nold\n<!-- /table:x -->\nb\n<!-- table:y -->\nkeep\n<!-- /table:y -->\n"
     assert fill_blocks(text, {"x": "new\n"}) == "a\n<!-- table:x -->\nnew\n<!-- /table:x -->\nb\n<!-- table:y -->\nkeep\n<!-- /table:y -->\n"
+
+
+def test_block_problems_name_each_misplaced_block():
+    a, b = Path("README.md"), Path("docs/a.md")
+    block = "<!-- table:{0} -->\nold\n<!-- /table:{0} -->\n".format
+    assert block_problems({a: block("x"), b: block("y")}, {"x": "", "y": ""}) == []
+    twice = block_problems({a: block("x"), b: block("x") + block("y")}, {"x": "", "y": ""})
+    assert len(twice) == 1 and "table:x is placed 2 times" in twice[0]
+    assert block_problems({a: block("x") + block("z")}, {"x": ""}) == ["table:z (README.md) has no table: one of x"]
+    assert block_problems({a: block("x")}, {"x": "", "y": ""}) == ["table:y is placed in no page"]
+    unclosed = block_problems({a: block("x") + "<!-- table:y -->\nold\n"}, {"x": "", "y": ""})
+    assert unclosed[0] == "README.md: <!-- table:y --> has no <!-- /table:y --> after it"
+
+
+def test_the_script_writes_and_checks_the_readme_and_every_docs_page(tmp_path, capsys):
+    script = _script()
+    (tmp_path / "docs").mkdir()
+    stale = "<!-- table:{0} -->\nstale\n<!-- /table:{0} -->\n".format
+    (tmp_path / "README.md").write_text("# r\n" + stale("headline"))
+    (tmp_path / "docs" / "results.md").write_text("".join(stale(name) for name in WORLDS))
+    (tmp_path / "docs" / "other.md").write_text("no tables\n")
+    lb = ["--root", str(tmp_path), "--leaderboards", str(ROOT / "leaderboards")]
+    assert script.main(["--check", *lb]) == 1
+    assert "README.md: its result tables differ" in capsys.readouterr().out
+    assert script.main(["--write", *lb]) == 0
+    assert script.main(["--check", *lb]) == 0
+    tables = readme_tables(ROOT / "leaderboards")
+    assert tables["headline"] in (tmp_path / "README.md").read_text()
+    assert all(tables[name] in (tmp_path / "docs" / "results.md").read_text() for name in WORLDS)
+    assert (tmp_path / "docs" / "other.md").read_text() == "no tables\n"
+    # a table placed in two pages: --check fails, --write refuses (exit 2) and writes nothing
+    (tmp_path / "docs" / "other.md").write_text(stale("detail"))
+    capsys.readouterr()
+    assert script.main(["--check", *lb]) == 1 and "table:detail is placed 2 times" in capsys.readouterr().out
+    assert script.main(["--write", *lb]) == 2 and (tmp_path / "docs" / "other.md").read_text() == stale("detail")
 
 
 @pytest.mark.parametrize("lo,hi,says", [(0.01, 0.05, "js above global"), (-0.05, -0.01, "global above js"), (-0.01, 0.05, "not resolved")])

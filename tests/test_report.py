@@ -291,15 +291,17 @@ def test_compare_report_refusals_exit_2(cli, tmp_path):
     assert code == 2 and "--check" in err
 
 
-def test_readme_workflow_and_ci_script_run_the_same_check(cli):
-    """The README's GitHub Actions example parses, publishes the Markdown report as the job summary,
+def test_documented_workflow_and_ci_script_run_the_same_check(cli):
+    """The GitHub Actions example (docs/ci.md) parses, publishes the Markdown report as the job summary,
     uploads the reports and figures, and runs the very command `.ci/run` runs, with real options."""
     import re
     from pathlib import Path
 
+    from docs_text import workflow_example
+
     yaml = pytest.importorskip("yaml")
     root = Path(__file__).resolve().parent.parent
-    workflow = yaml.safe_load(re.search(r"```yaml\n(.*?)```", (root / "README.md").read_text(), re.S).group(1))
+    workflow = yaml.safe_load(workflow_example())
     steps = next(iter(workflow["jobs"].values()))["steps"]
     runs = [" ".join(s.get("run", "").split()) for s in steps]
     check = next(r for r in runs if r.startswith("jsbench compare --check"))

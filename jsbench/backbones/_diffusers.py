@@ -323,7 +323,7 @@ class DiffusersBackbone:
     Attributes a user may change after loading: `height`, `width` (pixels), `guidance_scale`,
     `decode_chunk` (images per VAE call).
 
-    Memory (see "Real backbones" in the README): a subclass declares `decode_chunk`, and the rows per
+    Memory (see docs/real-backbones.md): a subclass declares `decode_chunk`, and the rows per
     sampler call in training (`train_batch`) and in evaluation (`eval_batch`, the default `--batch-size`),
     sized so that one call fits next to the weights on an 80 GB GPU at the default resolution in bf16.
     """

@@ -30,7 +30,7 @@ class FluxBackbone(FlowMatchBackbone):
     pipeline_class_name = "FluxPipeline"
     default_image_size = 1024  # px, square: FLUX.1's default image (the pipeline's default_sample_size 128 x VAE factor 8)
     max_sequence_length = 512
-    # memory (README, "Real backbones"): ~34 GB of bf16 weights (12B transformer, T5-XXL); 8 rows of 4608
+    # memory (docs/real-backbones.md): ~34 GB of bf16 weights (12B transformer, T5-XXL); 8 rows of 4608
     # tokens per sampler call, 4 images of 1024^2 per VAE call (~1.4-1.6 GiB each in bf16)
     train_batch = 8
     eval_batch = 8

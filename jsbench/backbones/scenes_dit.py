@@ -35,7 +35,7 @@ class ScenesDiTBackbone(SD35Backbone):
     draws_embedded_world = True
     draws_text = False  # trained on scene renders only: the ocr suite and reward refuse it
     shipped_model_id = "jsbench/scenes-dit"
-    # the many-step reference of `ceiling` rows: converged (see the quality table in the README) at a
+    # the many-step reference of `ceiling` rows: converged (see the quality table in docs/results.md) at a
     # quarter of the 200 steps the closed-form world uses, which a CPU could not afford here
     ceiling_steps = 50
     full_size = None  # it IS its full size (a few million parameters): no estimate of a published network

@@ -44,7 +44,7 @@ class SD35Backbone(FlowMatchBackbone):
         ),
         "latent_channels": 16, "clip_len": 77, "text_dim": 4096, "pooled": 2048, "cfg_batch": 2,
     }
-    # memory (README): Medium ~16 GB of bf16 weights with T5-XXL; CFG runs every row twice
+    # memory (docs/real-backbones.md): Medium ~16 GB of bf16 weights with T5-XXL; CFG runs every row twice
     train_batch = 16
     eval_batch = 16
     decode_chunk = 4

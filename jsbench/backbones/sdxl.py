@@ -52,7 +52,7 @@ class SDXLBackbone(DiffusersBackbone):
     }
     clock_kind = "discrete"  # normalised flow time over EulerDiscreteScheduler's VE sigmas (the DiscreteClock calls below)
     ays_schedule = "StableDiffusionXLSigmas"  # diffusers' AysSchedules entry for SD-XL
-    # memory (README): ~7 GB of bf16 weights; CFG runs every row twice through the UNet
+    # memory (docs/real-backbones.md): ~7 GB of bf16 weights; CFG runs every row twice through the UNet
     train_batch = 16
     eval_batch = 16
     decode_chunk = 4
