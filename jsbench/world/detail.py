@@ -135,14 +135,7 @@ def parse_detail_prompt(prompt: str) -> dict:
 
 
 def embed_detail_prompt(prompt: str) -> torch.Tensor:
-    """The scene world's bag of words, with the texture words counted in the slots it leaves free (a copy the
-    caller may change: each prompt's, and each word's, is made once per process; a new prompt's tokens ask
-    for every one of its words)."""
-    return _embed_detail_prompt(prompt).clone()
-
-
-@lru_cache(maxsize=8192)
-def _embed_detail_prompt(prompt: str) -> torch.Tensor:
+    """The scene world's bag of words, with the texture words counted in the slots it leaves free."""
     from jsbench.world import POOLED_DIM, VOCAB, embed_prompt
 
     vec = embed_prompt(prompt)

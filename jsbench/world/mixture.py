@@ -46,18 +46,10 @@ class MixtureTable:
             self.means[i, :k] = m.means.to(dtype)
             self.spreads[i, :k] = m.spread_tensor().to(dtype)
             self.log_weights[i, :k] = torch.log_softmax(m.log_weights.to(torch.float64), 0).to(dtype)
-        self._last_gather: tuple[torch.Tensor, RowMixtures] | None = None
 
     def posterior_mean(self, x_t: torch.Tensor, t: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-        """E[x_0 | x_t] for each row b of prompt index rows[b] at its own time t[b] (t in [0, 1]).
-
-        The rows' gathered mixtures are kept from the previous call and reused when `rows` is the same: a
-        sampler or a teacher trajectory asks about one batch's rows at step after step, and the gather (a
-        copy of [B, K, D] means and spreads) costs a third as much as the posterior itself."""
-        last = self._last_gather
-        if last is None or last[0].shape != rows.shape or last[0].device != rows.device or not torch.equal(last[0], rows):
-            last = self._last_gather = (rows.clone(), self.gather(rows))
-        return last[1].posterior_mean(x_t, t)
+        """E[x_0 | x_t] for each row b of prompt index rows[b] at its own time t[b] (t in [0, 1])."""
+        return self.gather(rows).posterior_mean(x_t, t)
 
     def gather(self, rows: torch.Tensor) -> "RowMixtures":
         """Each row's mixture [B, K, ...], gathered once for a sampler that asks for many posterior means."""

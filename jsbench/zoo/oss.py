@@ -135,8 +135,7 @@ def oss_paths(backbone, cond, x_T: torch.Tensor, steps: int, teacher: torch.Tens
     cost = torch.full((B, M + 1), float("inf"), dtype=torch.float64, device=dev)
     parent = torch.zeros(B, M + 1, dtype=torch.long, device=dev)  # a point never reached traces to the noise
     parents = []
-    # sources per landing tensor [B, P, M+1, ...]: ~2**22 elements (32 MiB in float64) at most
-    per_block = max(1, 2**22 // max(1, x0[0].numel() * B * (M + 1)))
+    per_call = max(1, 2**24 // max(1, x0[0].numel() * B))  # targets per landing tensor [B, Q, ...]
     for k in range(steps):
         sources = list(range(M)) if (free_start or k > 0) else [0]
         src = torch.tensor(sources, device=dev)
@@ -144,8 +143,17 @@ def oss_paths(backbone, cond, x_T: torch.Tensor, steps: int, teacher: torch.Tens
         v = v.view(len(sources), B, *x0.shape[1:])
         nxt = states.clone()
         parent = parent.clone()
-        for lo in range(0, len(sources), per_block):
-            _relax(states, v[lo : lo + per_block], src[lo : lo + per_block], sources[lo], grid, traj, cost, parent, nxt)
+        for si, p in enumerate(sources):
+            for lo in range(p + 1, M + 1, per_call):
+                q = torch.arange(lo, min(lo + per_call, M + 1), device=dev)
+                dt = (grid[q] - grid[p]).view(1, -1, *([1] * (x0.dim() - 1)))
+                land = states[:, p, None] + dt * v[si][:, None]  # [B, Q, ...]
+                c = (land - traj[:, q]).pow(2).mean(dim=feat).to(torch.float64)
+                better = c < cost[:, q]  # strictly lower: ties keep the source nearer the noise
+                cost[:, q] = torch.where(better, c, cost[:, q])
+                parent[:, q] = torch.where(better, torch.full_like(parent[:, q], p), parent[:, q])
+                mask = better.view(B, -1, *([1] * (x0.dim() - 1)))
+                nxt[:, q] = torch.where(mask, land, nxt[:, q])
         parents.append(parent)
         states = nxt
     paths = torch.empty(B, steps + 1, dtype=torch.long, device=dev)
@@ -153,39 +161,6 @@ def oss_paths(backbone, cond, x_T: torch.Tensor, steps: int, teacher: torch.Tens
     for k in range(steps - 1, -1, -1):
         paths[:, k] = parents[k].gather(1, paths[:, k + 1 : k + 2])[:, 0]
     return paths, cost[:, M]
-
-
-def _relax(states, v, src, first_source: int, grid, traj, cost, parent, nxt) -> None:
-    """One block of DP sources, in place: every source p of `src` (ascending) steps to every grid point q > p.
-
-    The same relaxation as visiting the sources one by one from the noise on and keeping a landing only on a
-    strictly lower cost: per target q, the block's lowest cost and the first source that reaches it replace
-    the running cost only where strictly lower. Each landing and cost is the same IEEE operation on the same
-    operands as one source at a time (the winner's landing is recomputed, not gathered from the block), so
-    paths, costs and states are bit for bit those of the one-by-one loop, at a fraction of its calls.
-
-    states [B, M+1, ...] (the previous level's), v [P, B, ...] (the velocity at each source), src [P] long
-    (`first_source` its first, as an int: read on the host it would wait for a GPU), grid [M+1], traj [B, M+1, ...]; cost [B, M+1], parent [B, M+1], nxt [B, M+1, ...] are updated.
-    """
-    B, P, tail = states.shape[0], src.numel(), states.shape[2:]
-    q = torch.arange(first_source + 1, grid.numel(), device=states.device)  # targets any source of the block reaches
-    ones = (1,) * len(tail)
-    dt = (grid[q][None, :] - grid[src][:, None]).view(1, P, -1, *ones)  # [1, P, Q, ...]
-    land = states[:, src, None] + dt * v.transpose(0, 1)[:, :, None]  # [B, P, Q, ...]
-    feat = tuple(range(3, land.dim()))
-    c = (land - traj[:, None, q]).pow(2).mean(dim=feat).to(torch.float64)  # [B, P, Q]
-    # only steps towards the clean end; a NaN cost never wins, as `nan < cost` is false in the one-by-one loop
-    c.masked_fill_((q.unsqueeze(0) <= src.unsqueeze(1)).unsqueeze(0) | c.isnan(), float("inf"))
-    low = c.min(dim=1).values  # [B, Q]
-    first = (c == low[:, None]).to(torch.uint8).argmax(dim=1)  # the first source (nearest the noise) at the minimum
-    better = low < cost[:, q]  # strictly lower: ties keep the earlier source
-    won = src[first]  # [B, Q]
-    rows = torch.arange(B, device=states.device)[:, None]
-    step = (grid[q][None, :] - grid[won]).view(B, -1, *ones)
-    landed = states[rows, won] + step * v[first, rows]  # the winners' landings [B, Q, ...]
-    cost[:, q] = torch.where(better, low, cost[:, q])
-    parent[:, q] = torch.where(better, won, parent[:, q])
-    nxt[:, q] = torch.where(better.view(B, -1, *ones), landed, nxt[:, q])
 
 
 def reference_median(paths: torch.Tensor) -> torch.Tensor:
