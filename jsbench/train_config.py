@@ -50,7 +50,8 @@ class TrainConfig:
     reward: str = option("geneval", f"Reward: {', '.join(declared_names('jsbench.rewards'))}.")
     suite: str = option("geneval", f"Training prompts' suite: {', '.join(declared_names('jsbench.suites'))}.")
     ocr_protocol: str | None = option(None, "OCR reading: words or mario.", flags=("--ocr-protocol",))  # held-out scores
-    policy: str = option("instance", "Reads prompt + noise, the prompt, or nothing.", choices=("instance", "prompt", "global"))
+    # checked by the Trainer (jsbench.policy.POLICY_KINDS): listed as choices, the option's column would be wider
+    policy: str = option("instance", "instance, prompt, global, tpdm or indis (docs/peer-methods.md).")
     iters: int = option(200, "Policy updates.")
     contexts: int = option(16, "Contexts (prompt, noise) per update.", flags=("--contexts", "-B"))
     samples: int = option(4, "Schedules per context.", flags=("--samples", "-K"))
