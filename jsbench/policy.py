@@ -26,6 +26,7 @@ from torch import nn
 from jsbench import JsbenchError, __version__
 from jsbench.devices import pick_device
 from jsbench.io import replacing, write_json_atomic
+from jsbench.policy_peers import TPDMNetwork
 from jsbench.schedule import default_floor, floor_increments, increments_from_sigmas, sigmas_from_increments, unfloor_increments
 
 LOG_ALPHA_MIN = math.log(1e-3)  # below this a Dirichlet sampler underflows to exact zeros
@@ -157,8 +158,6 @@ class SchedulePolicy(nn.Module):
 
 def build_policy(config: PolicyConfig) -> SchedulePolicy:
     if config.kind == "tpdm":
-        from jsbench.policy_peers import TPDMPolicy
-
         return TPDMPolicy(config)
     if config.kind == "global":
         return GlobalSchedulePolicy(config)
@@ -196,6 +195,11 @@ def make_policy(backbone, steps: int, kind: str = "instance", device=None, **opt
         options.setdefault("token_dim", getattr(backbone, "token_dim", None))
     config = PolicyConfig(kind=kind, steps=steps, pooled_dim=backbone.pooled_dim, latent_shape=backbone.latent_shape, default_increments=default, **options)
     return build_policy_on(config, backbone, device)
+
+
+class TPDMPolicy(TPDMNetwork, SchedulePolicy):
+    """`--policy tpdm`: a Beta ratio per step from the current latent, time and prompt (jsbench/policy_peers.py,
+    docs/peer-methods.md), saved and loaded like every policy."""
 
 
 class GlobalSchedulePolicy(SchedulePolicy):

@@ -16,7 +16,8 @@ t_n / t_{n-1} (concentration alpha + beta = c0): evaluation (the Beta means, det
 `--policy indis`, in the spirit of INDIS (Yuan et al., CVPR 2026; no public code): the one-shot instance
 network (`DirichletSchedulePolicy`, kind "indis"), read deterministically (its Dirichlet mean), trained without
 a reward by back-propagating a teacher-matching loss through the sampler (jsbench/train_peers.py). Its
-network lives in jsbench/policy.py; this module holds TPDM's.
+network lives in jsbench/policy.py; this module holds TPDM's (`TPDMNetwork`; jsbench.policy.TPDMPolicy is it saved
+and loaded like every policy).
 """
 
 from __future__ import annotations
@@ -26,11 +27,15 @@ import math
 import torch
 from torch import nn
 
-from jsbench.policy import PolicyConfig, PolicyError, SchedulePolicy
+from jsbench import JsbenchError
 from jsbench.schedule import sigmas_from_increments
 
 RATIO_EPS = 1e-4  # r_n is kept in [eps, 1 - eps]: every step moves, and no time reaches 0 before the last step
 LOG_CONC_MIN, LOG_CONC_MAX = math.log(1e-1), math.log(1e5)
+
+
+class PeerPolicyError(JsbenchError):
+    pass
 
 
 def time_features(t: torch.Tensor, width: int = 16) -> torch.Tensor:
@@ -40,14 +45,15 @@ def time_features(t: torch.Tensor, width: int = 16) -> torch.Tensor:
     return torch.cat([angle.sin(), angle.cos()], dim=-1)
 
 
-class TPDMPolicy(SchedulePolicy):
-    """Beta(alpha_n, beta_n) of the ratio r_n = t_n / t_{n-1} from (x_{t_{n-1}}, t_{n-1}, c), n = 1..N-1.
+class TPDMNetwork(nn.Module):
+    """TPDM's network and calls; `jsbench.policy.TPDMPolicy` adds the policies' persistence (this module imports
+    nothing of jsbench.policy, which builds it). Beta(alpha_n, beta_n) of the ratio r_n = t_n / t_{n-1} from (x_{t_{n-1}}, t_{n-1}, c), n = 1..N-1.
 
     Parametrised by the Beta's mean m = sigmoid(logit m0_n + a) and concentration k = c0 * exp(b), (a, b) from a
     zero-started head plus a per-step offset `step_bias` [N-1, 2] (the shared schedule, learned at --lr): untrained,
     m is the default schedule's ratio at every step."""
 
-    def __init__(self, config: PolicyConfig):
+    def __init__(self, config):  # a jsbench.policy.PolicyConfig of kind "tpdm"
         super().__init__()
         self.config = config
         n = config.steps
@@ -126,12 +132,12 @@ class TPDMPolicy(SchedulePolicy):
         """The deterministic evaluation schedule [B, N+1]: the Beta means, read along the latents they lead to
         (so the sampler runs once here; `policy:DIR` then samples along these sigmas again: the same bits)."""
         if backbone is None:
-            raise PolicyError("a tpdm policy's schedule depends on the intermediate latents: pass the backbone")
+            raise PeerPolicyError("a tpdm policy's schedule depends on the intermediate latents: pass the backbone")
         return self.rollout(backbone.euler_stepper(cond), x_T, cond.pooled, sample=False)[1]
 
     # the one-shot calls make no sense for a step-by-step policy: refused, not silently wrong
     def log_alpha(self, *args, **kwargs):
-        raise PolicyError("a tpdm policy has no one-shot Dirichlet: use rollout / trajectory_log_prob")
+        raise PeerPolicyError("a tpdm policy has no one-shot Dirichlet: use rollout / trajectory_log_prob")
 
     def mean_sigmas(self, *args, **kwargs):
-        raise PolicyError("a tpdm policy's schedule depends on the intermediate latents: use schedule_for(x_T, cond, backbone)")
+        raise PeerPolicyError("a tpdm policy's schedule depends on the intermediate latents: use schedule_for(x_T, cond, backbone)")

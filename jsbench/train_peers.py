@@ -23,26 +23,28 @@ from jsbench.backbones.base import Condition
 PEER_KINDS = ("tpdm", "indis")
 
 
+class PeerRunError(JsbenchError):
+    """A peer-method run that cannot run here, or an option that means nothing for it (exit 2, one line)."""
+
+
 def check_peer_run(config, backbone, dist) -> None:
     """Refuse, with one line, a peer-method run that cannot run or whose options mean nothing for it."""
-    from jsbench.train import TrainError
-
     kind = config.policy
     if kind not in PEER_KINDS:
         return
     if backbone.velocity is None or not callable(getattr(backbone, "euler_stepper", None)):
-        raise TrainError(f"--policy {kind} steps the sampler itself and needs a flow velocity: backbone {backbone.name} has none "
+        raise PeerRunError(f"--policy {kind} steps the sampler itself and needs a flow velocity: backbone {backbone.name} has none "
                          f"(its clock is {backbone.clock_kind}); use --policy instance")
     if dist.distributed:
-        raise TrainError(f"--policy {kind} runs in one process (no launcher yet)")
+        raise PeerRunError(f"--policy {kind} runs in one process (no launcher yet)")
     if kind == "tpdm" and config.policy_arch == "xattn":
-        raise TrainError("--policy tpdm reads the latent at every step with the small network: leave --policy-arch auto or small")
+        raise PeerRunError("--policy tpdm reads the latent at every step with the small network: leave --policy-arch auto or small")
     if kind == "indis":
         from jsbench.train_config import TrainConfig
 
         for name, flag in (("baseline", "--baseline"), ("samples", "--samples")):
             if getattr(config, name) != getattr(TrainConfig, name):
-                raise TrainError(f"{flag} means nothing for --policy indis: it has no reward and draws no schedules "
+                raise PeerRunError(f"{flag} means nothing for --policy indis: it has no reward and draws no schedules "
                                  f"(a teacher-matching loss back-propagated through the sampler)")
 
 
@@ -138,5 +140,5 @@ def freeze_backbone(backbone) -> None:
             p.requires_grad_(False)
 
 
-__all__ = ["PEER_KINDS", "check_peer_run", "tpdm_generate", "tpdm_log_prob", "teacher_endpoints", "student_endpoints", "indis_loss",
+__all__ = ["PEER_KINDS", "PeerRunError", "check_peer_run", "tpdm_generate", "tpdm_log_prob", "teacher_endpoints", "student_endpoints", "indis_loss",
            "indis_step", "freeze_backbone", "JsbenchError"]

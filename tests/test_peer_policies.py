@@ -10,7 +10,6 @@ import torch
 
 from jsbench.backbones import load_backbone
 from jsbench.policy import load_policy, make_policy
-from jsbench.policy_peers import TPDMPolicy
 from jsbench.train import TrainConfig, Trainer
 from jsbench.train_peers import indis_loss, teacher_endpoints
 
@@ -149,12 +148,11 @@ def test_refused_on_a_backbone_without_a_flow_velocity():
 
     from jsbench.backbones.sdxl import SDXLBackbone
     from jsbench.distributed import DistContext
-    from jsbench.train import TrainError
-    from jsbench.train_peers import check_peer_run
+    from jsbench.train_peers import PeerRunError, check_peer_run
 
     sdxl = SimpleNamespace(name="sdxl", velocity=SDXLBackbone.velocity, clock_kind=SDXLBackbone.clock_kind)
     for kind in ("tpdm", "indis"):
-        with pytest.raises(TrainError, match="needs a flow velocity: backbone sdxl has none"):
+        with pytest.raises(PeerRunError, match="needs a flow velocity: backbone sdxl has none"):
             check_peer_run(TrainConfig(backbone="sdxl", policy=kind), sdxl, DistContext())
 
 
