@@ -171,6 +171,8 @@ def config_options(config_cls, panels: dict[str, str] | None = None) -> list[ins
         elif type(None) in typing.get_args(annotation):  # `X | None`, as typer reads it
             annotation = Optional[next(a for a in typing.get_args(annotation) if a is not type(None))]
         extra = {"min": meta["min"]} if "min" in meta else {}
+        if meta.get("metavar"):
+            extra["metavar"] = meta["metavar"]  # instead of the choices, where they would widen the panel's column
         if meta.get("hidden"):
             extra["hidden"] = True  # accepted, not listed: an option kept for repeating older runs
         if panels and f.name in panels:

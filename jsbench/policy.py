@@ -26,6 +26,7 @@ from torch import nn
 from jsbench import JsbenchError, __version__
 from jsbench.devices import pick_device
 from jsbench.io import replacing, write_json_atomic
+from jsbench.policy_peers import TPDMNetwork
 from jsbench.schedule import default_floor, floor_increments, increments_from_sigmas, sigmas_from_increments, unfloor_increments
 
 LOG_ALPHA_MIN = math.log(1e-3)  # below this a Dirichlet sampler underflows to exact zeros
@@ -34,6 +35,9 @@ SIMPLEX_EPS = 1e-12
 
 
 POLICY_ARCHS = ("small", "xattn")
+# instance: the one-shot Dirichlet of (x_T, c); prompt, global: its ablations; tpdm, indis: the peer methods
+# (jsbench/policy_peers.py, docs/peer-methods.md)
+POLICY_KINDS = ("instance", "prompt", "global", "tpdm", "indis")
 
 
 class PolicyError(JsbenchError):
@@ -42,7 +46,7 @@ class PolicyError(JsbenchError):
 
 @dataclass
 class PolicyConfig:
-    kind: str  # "instance" (prompt + noise), "prompt" (prompt only) or "global"
+    kind: str  # "instance" (prompt + noise), "prompt" (prompt only), "global"; "tpdm", "indis" (jsbench/policy_peers.py)
     steps: int
     pooled_dim: int
     latent_shape: tuple[int, ...]
@@ -59,14 +63,14 @@ class PolicyConfig:
         if self.arch not in POLICY_ARCHS:
             raise PolicyError(f"unknown policy architecture {self.arch!r} ({' or '.join(POLICY_ARCHS)})")
         if self.arch == "xattn":
-            if self.kind != "instance":
+            if self.kind not in ("instance", "indis"):
                 raise PolicyError(f"the xattn architecture reads the noise and the prompt's tokens: a {self.kind} policy takes arch small")
             if not self.token_dim:
                 raise PolicyError("the xattn architecture needs the width of the prompt's token embeddings (token_dim)")
         if self.floor is None:
             self.floor = default_floor(self.steps)
-        if self.kind not in ("instance", "prompt", "global"):
-            raise PolicyError(f"unknown policy kind {self.kind!r} (instance, prompt or global)")
+        if self.kind not in POLICY_KINDS:
+            raise PolicyError(f"unknown policy kind {self.kind!r} ({', '.join(POLICY_KINDS[:-1])} or {POLICY_KINDS[-1]})")
         if len(self.default_increments) != self.steps:
             raise PolicyError("default_increments must have one entry per step")
 
@@ -115,8 +119,17 @@ class SchedulePolicy(nn.Module):
     @torch.no_grad()
     def mean_sigmas(self, x_T, pooled, tokens=None, token_mask=None) -> torch.Tensor:
         """The deterministic evaluation schedule: sigmas of the Dirichlet mean, [B, N+1]."""
+        return self.differentiable_sigmas(x_T, pooled, tokens, token_mask)
+
+    def differentiable_sigmas(self, x_T, pooled, tokens=None, token_mask=None) -> torch.Tensor:
+        """`mean_sigmas` with gradients in the parameters (`--policy indis` back-propagates through the sampler)."""
         alpha = self.concentration(x_T, pooled, tokens, token_mask)
         return self.sigmas(alpha / alpha.sum(-1, keepdim=True))
+
+    def schedule_for(self, x_T, cond, backbone=None) -> torch.Tensor:
+        """The evaluation schedule of rows (x_T, cond) [B, N+1]; a one-shot policy reads no backbone (a tpdm
+        policy, whose schedule depends on the intermediate latents, does)."""
+        return self.mean_sigmas(x_T, cond.pooled, cond.tokens, cond.token_mask)
 
     # ------------------------------------------------------------------------------------ persistence
 
@@ -144,6 +157,8 @@ class SchedulePolicy(nn.Module):
 
 
 def build_policy(config: PolicyConfig) -> SchedulePolicy:
+    if config.kind == "tpdm":
+        return TPDMPolicy(config)
     if config.kind == "global":
         return GlobalSchedulePolicy(config)
     if config.arch == "xattn":
@@ -182,6 +197,11 @@ def make_policy(backbone, steps: int, kind: str = "instance", device=None, **opt
     return build_policy_on(config, backbone, device)
 
 
+class TPDMPolicy(TPDMNetwork, SchedulePolicy):
+    """`--policy tpdm`: a Beta ratio per step from the current latent, time and prompt (jsbench/policy_peers.py,
+    docs/peer-methods.md), saved and loaded like every policy."""
+
+
 class GlobalSchedulePolicy(SchedulePolicy):
     """One alpha for every prompt and noise."""
 
@@ -205,7 +225,7 @@ class DirichletSchedulePolicy(SchedulePolicy):
         w = config.width
         self.text = nn.Sequential(nn.Linear(config.pooled_dim, w), nn.SiLU())
         self.noise = None
-        if config.kind == "instance":
+        if config.kind in ("instance", "indis"):
             if len(config.latent_shape) == 1:
                 self.noise = nn.Sequential(nn.Linear(config.latent_shape[0], w), nn.SiLU())
             else:

@@ -51,7 +51,7 @@ def train_and_score(cfg, eval_seeds: int, cache: Path, fresh: bool = False) -> d
     held_out = None
     if eval_seeds > 0:
         suite = load_suite(cfg.suite, trainer.backbone)
-        run = evaluate(trainer.backbone, suite, policy_source(trainer.policy, label=cfg.baseline), eval_seeds, progress=False)
+        run = evaluate(trainer.backbone, suite, policy_source(trainer.policy, label=cfg.baseline, backbone=trainer.backbone), eval_seeds, progress=False)
         m = run_metrics(suite, run)[("overall", suite.primary_metric)]
         held_out = {"value": m.value, "stderr": m.stderr, "images": len(run.scores)}
     out = {"config": asdict(cfg), "rewards": rewards, "seconds_per_update": sum(seconds) / len(seconds), "held_out": held_out}

@@ -83,6 +83,7 @@ class Rollout:
     images: torch.Tensor | None = None  # [b*K, ...]
     local: torch.Tensor | None = None  # [b, K] float64: this process's rewards
     rewards: torch.Tensor | None = None  # [B, K] float64: every process's
+    trajectory: tuple | None = None  # --policy tpdm: (the latents each draw read, the ratios drawn [b*K, N-1])
 
 
 class Trainer:
@@ -92,7 +93,12 @@ class Trainer:
         self.dist = dist or get_context()
         if config.threads is not None:
             torch.set_num_threads(config.threads)  # before anything is computed: sums depend on it
-        validate_baseline(config.baseline, config.contexts, config.samples)  # B is the global batch
+        from jsbench.policy import POLICY_KINDS
+
+        if config.policy not in POLICY_KINDS:
+            raise TrainError(f"--policy must be {', '.join(POLICY_KINDS[:-1])} or {POLICY_KINDS[-1]}, got {config.policy!r}")
+        if config.policy != "indis":  # indis has no reward, so no baseline (jsbench/train_peers.py)
+            validate_baseline(config.baseline, config.contexts, config.samples)  # B is the global batch
         suite_opts = suite_options(config.suite, config.ocr_protocol)  # refused before any weights load
         if config.iters < 1:
             raise TrainError(f"--iters must be at least 1, got {config.iters}")
@@ -111,6 +117,11 @@ class Trainer:
             raise TrainError(f"--batch-size must be at least 1, got {config.batch_size}")
         if not 1 <= config.steps <= self.backbone.max_steps:
             raise TrainError(f"--steps must be in 1..{self.backbone.max_steps} for backbone {self.backbone.name}, got {config.steps}")
+        from jsbench.train_peers import check_peer_run, freeze_backbone
+
+        check_peer_run(config, self.backbone, self.dist)  # tpdm, indis: refused where they cannot run
+        if config.policy == "indis":
+            freeze_backbone(self.backbone)
         self.reward = load_reward(config.reward, self.backbone)
         self.suite = load_suite(config.suite, self.backbone, **suite_opts)
         train_items = self.suite.items("train")
@@ -122,15 +133,16 @@ class Trainer:
         torch.manual_seed(config.seed)  # parameter init
         arch = config.policy_arch
         if arch == "auto":
-            arch = default_arch(self.backbone) if config.policy == "instance" else "small"
+            arch = default_arch(self.backbone) if config.policy in ("instance", "indis") else "small"
         sizes = {"width": config.width} if config.width is not None else {} if arch == "xattn" else {"width": 128}
         self.policy: SchedulePolicy = make_policy(self.backbone, config.steps, config.policy, concentration=config.concentration, arch=arch, **sizes)
         self.dist.broadcast_parameters(self.policy)
         # The schedule-level parameters (a global policy's alpha, an instance policy's output bias) move the
         # shared schedule and can take large steps; the conditioning network learns the per-instance
         # deviations and needs small ones, or its noise features make the policy oscillate.
-        shared = [p for n, p in self.policy.named_parameters() if n in ("delta", "head.bias")]
-        network = [p for n, p in self.policy.named_parameters() if n not in ("delta", "head.bias")]
+        shared_names = ("delta", "head.bias", "step_bias")  # step_bias: a tpdm policy's per-step offsets
+        shared = [p for n, p in self.policy.named_parameters() if n in shared_names]
+        network = [p for n, p in self.policy.named_parameters() if n not in shared_names]
         groups = [{"params": shared, "lr": config.lr}] + ([{"params": network, "lr": config.network_lr}] if network else [])
         self.optimizer = torch.optim.AdamW(groups, lr=config.lr, weight_decay=config.weight_decay)
         self.iteration = 0
@@ -235,6 +247,9 @@ class Trainer:
         lo, hi = ro.shard
         torch.manual_seed(ro.torch_seed)
         c = ro.cond
+        if cfg.policy == "tpdm":  # its schedules are drawn step by step while sampling (`generate`)
+            ro.rows = torch.arange(hi - lo, device=ro.x_T.device).repeat_interleave(cfg.samples)
+            return ro
         if self.dist.distributed:  # the global batch's draws on every process, so they equal one process's
             gather = self.dist.gather_rows
             tokens = None if c.tokens is None else (gather(c.tokens), gather(c.token_mask))
@@ -249,6 +264,10 @@ class Trainer:
 
     def generate(self, ro: Rollout) -> Rollout:
         """The images of every (context, schedule) row, `batch_size` rows per sampler call."""
+        if self.config.policy == "tpdm":
+            from jsbench.train_peers import tpdm_generate
+
+            return tpdm_generate(self, ro)
         batch = self.config.batch_size or train_batch_size(self.backbone)
         ro.images = sample_in_batches(self.backbone, ro.x_T[ro.rows], ro.cond.take(ro.rows), ro.sigmas.to(ro.x_T.device), batch)
         return ro
@@ -271,7 +290,12 @@ class Trainer:
         global mean, so the summed gradients are the global one."""
         lo, hi = ro.shard
         adv, lam = advantages(self.config.baseline if baseline is None else baseline, ro.rewards)
-        log_prob = self.policy.log_prob(ro.x_T, ro.cond.pooled, ro.simplex, ro.cond.tokens, ro.cond.token_mask)
+        if self.config.policy == "tpdm":
+            from jsbench.train_peers import tpdm_log_prob
+
+            log_prob = tpdm_log_prob(self, ro)
+        else:
+            log_prob = self.policy.log_prob(ro.x_T, ro.cond.pooled, ro.simplex, ro.cond.tokens, ro.cond.token_mask)
         if self.dist.distributed:
             loss = -(adv[lo:hi].to(log_prob.device, log_prob.dtype) * log_prob).sum() / ro.rewards.numel()
         else:
@@ -311,7 +335,7 @@ class Trainer:
 
         start = time.perf_counter()
         with torch.random.fork_rng(devices=[]), torch.no_grad():
-            run = evaluate(self.backbone, self.suite, policy_source(self.policy), seeds_per_prompt=1, items=self.heldout_items,
+            run = evaluate(self.backbone, self.suite, policy_source(self.policy, backbone=self.backbone), seeds_per_prompt=1, items=self.heldout_items,
                            seed_base=HELDOUT_IMAGE, progress=False)
         overall = overall_of(self.suite, run.scores, [it for it, _ in run.rows()])
         scores = [float(s[self.suite.primary_metric]) for s in run.scores]
@@ -326,7 +350,12 @@ class Trainer:
             append_lines(self.heldout_path, [json.dumps(record) + "\n"])
 
     def step(self, it: int) -> dict:
-        """Update `it`: its rollout, then the update; the record `train` logs."""
+        """Update `it`: its rollout, then the update; the record `train` logs (`--policy indis`: its own step,
+        jsbench/train_peers.py)."""
+        if self.config.policy == "indis":
+            from jsbench.train_peers import indis_step
+
+            return indis_step(self, it)
         return self.update(self.rollout(it))
 
     def train(self, progress: bool = True, on_update: Callable[[dict], None] | None = None) -> SchedulePolicy:

@@ -4,7 +4,8 @@
 here is an option there, with its name (`--field-name`), default and help, and nothing else to touch.
 The metadata of a field: `help` (required), `flags` (the option's names when not just `--field-name`,
 e.g. a short flag, or a bare `--flag` for a bool without `--no-flag`), `choices` (the allowed values),
-`min` (the smallest allowed number), `hidden` (accepted, not listed in --help).
+`min` (the smallest allowed number), `hidden` (accepted, not listed in --help), `metavar` (the value's name in
+--help, e.g. where listing the choices would widen the panel's option column).
 
 This module imports nothing heavy (no torch), so `jsbench --help` stays fast; jsbench.train re-exports
 TrainConfig beside the Trainer that runs it.
@@ -50,7 +51,8 @@ class TrainConfig:
     reward: str = option("geneval", f"Reward: {', '.join(declared_names('jsbench.rewards'))}.")
     suite: str = option("geneval", f"Training prompts' suite: {', '.join(declared_names('jsbench.suites'))}.")
     ocr_protocol: str | None = option(None, "OCR reading: words or mario.", flags=("--ocr-protocol",))  # held-out scores
-    policy: str = option("instance", "Reads prompt + noise, the prompt, or nothing.", choices=("instance", "prompt", "global"))
+    policy: str = option("instance", "instance, prompt, global, tpdm or indis (docs/peer-methods.md).",
+                         choices=("instance", "prompt", "global", "tpdm", "indis"), metavar="<kind>")
     iters: int = option(200, "Policy updates.")
     contexts: int = option(16, "Contexts (prompt, noise) per update.", flags=("--contexts", "-B"))
     samples: int = option(4, "Schedules per context.", flags=("--samples", "-K"))

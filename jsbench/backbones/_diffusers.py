@@ -24,7 +24,7 @@ import torch
 
 from jsbench import JsbenchError
 from jsbench.backbones._call_cache import ExactCallCache, call_key
-from jsbench.backbones.base import DEFAULT_CEILING_STEPS, Condition
+from jsbench.backbones.base import DEFAULT_CEILING_STEPS, Condition, EulerStepper
 from jsbench.devices import AUTO, pick_device
 from jsbench.schedule import ScheduleError, check_sigmas, shift_sigmas
 
@@ -466,7 +466,11 @@ class DiffusersBackbone:
         offload hooks are set up once, at load: calling the pipeline's `maybe_free_model_hooks` here would
         re-install them and move every network back to the CPU after each sampler chunk.
         """
-        latents = self.sample_latents(x_T, cond, sigmas)
+        return self._decode_all(self.sample_latents(x_T, cond, sigmas))
+
+    @torch.no_grad()
+    def _decode_all(self, latents: torch.Tensor) -> torch.Tensor:
+        """`sample`'s decoding: `decode_chunk` rows per VAE call (gathered on the CPU under offload)."""
         chunk = max(1, int(self.decode_chunk))
         parts = []
         for start in range(0, latents.shape[0], chunk):
@@ -692,7 +696,27 @@ class FlowMatchBackbone(DiffusersBackbone):
         ctx = self._prepare(x, cond)
         for i in range(sigmas.shape[1] - 1):
             velocity = self._first_velocity if i == 0 else self._velocity
-            v = velocity(x, sigmas[:, i], cond, ctx)
-            dt = (sigmas[:, i + 1] - sigmas[:, i]).view(view)
-            x = (x.to(torch.float32) + mul_as_scheduler(dt, v)).to(v.dtype)
+            x = self._euler_update(x, velocity(x, sigmas[:, i], cond, ctx), sigmas[:, i], sigmas[:, i + 1])
         return x
+
+    @staticmethod
+    def _euler_update(x: torch.Tensor, v: torch.Tensor, sigma: torch.Tensor, sigma_next: torch.Tensor) -> torch.Tensor:
+        """FlowMatchEulerDiscreteScheduler.step for every row: x + (sigma_next - sigma) v in float32, cast back."""
+        dt = (sigma_next - sigma).view((x.shape[0],) + (1,) * (x.dim() - 1))
+        return (x.to(torch.float32) + mul_as_scheduler(dt, v)).to(v.dtype)
+
+    def euler_stepper(self, cond: Condition) -> EulerStepper:
+        """`sample_latents`' loop one step at a time (`_velocity`, `_euler_update`): the same bits along the same
+        sigmas. The sigmas are float32 on the backbone's device, as `_check_batch` makes them."""
+        ctx: dict = {}
+
+        def start(x_T):
+            x = x_T.to(self.device, self.dtype)
+            ctx.update(self._prepare(x, cond))
+            return x
+
+        def step(x, sigma, sigma_next):
+            sigma, sigma_next = sigma.to(self.device, torch.float32), sigma_next.to(self.device, torch.float32)
+            return self._euler_update(x, self._velocity(x, sigma, cond, ctx), sigma, sigma_next)
+
+        return EulerStepper(start=start, step=step, latents=lambda x: x, images=self._decode_all)

@@ -18,11 +18,11 @@ from typing import Sequence
 import torch
 
 from jsbench.backbones import register
-from jsbench.backbones.base import DEFAULT_CEILING_STEPS, Condition
+from jsbench.backbones.base import DEFAULT_CEILING_STEPS, Condition, EulerStepper
 from jsbench.devices import pick_device
 from jsbench.schedule import check_sigmas, shifted_sigmas
 from jsbench.world import EmbeddedWorld, token_features
-from jsbench.world.mixture import euler_flow
+from jsbench.world.mixture import euler_flow, euler_update
 
 
 ENCODING_CACHE_SIZE = 4096  # prompts whose encodings a backbone keeps (the worlds' own suites have a few hundred)
@@ -98,6 +98,30 @@ class AnalyticBackbone:
         check_sigmas(sigmas, free_start=True)  # x_T enters at sigma_0 (OSS free start)
         table, rows = self.world.table(cond.prompts, dtype=torch.float64, device=self.device)
         return euler_flow(table, x_T.to(torch.float64), rows, sigmas.to(self.device, torch.float64)).to(self.dtype)
+
+    def _mixture_groups(self, prompts: list[str]) -> list[tuple[torch.Tensor | None, object]]:
+        """(row index or None for all rows, their gathered mixtures) as `sample_latents` groups the rows."""
+        table, rows = self.world.table(prompts, dtype=torch.float64, device=self.device)
+        return [(None, table.gather(rows))]
+
+    def euler_stepper(self, cond: Condition) -> EulerStepper:
+        """`sample_latents`' loop one step at a time (float64 state, `euler_update`): the same bits."""
+        groups = self._mixture_groups(list(cond.prompts))
+
+        def step(x, sigma, sigma_next):
+            t, t_next = sigma.to(self.device, torch.float64), sigma_next.to(self.device, torch.float64)
+            if groups[0][0] is None:
+                return euler_update(groups[0][1], x, t, t_next)
+            out = torch.zeros_like(x)
+            for sel, mixtures in groups:
+                out = out.index_put((sel,), euler_update(mixtures, x[sel], t[sel], t_next[sel]))
+            return out
+
+        def latents(x):
+            return x.to(self.dtype)
+
+        return EulerStepper(start=lambda x_T: x_T.to(self.device, torch.float64), step=step, latents=latents,
+                            images=lambda x: self.decode(latents(x), cond.prompts))
 
     @torch.no_grad()
     def velocity(self, x: torch.Tensor, sigma: torch.Tensor, cond: Condition) -> torch.Tensor:

@@ -50,6 +50,22 @@ class Condition:
         return self.take(torch.arange(len(self)).repeat_interleave(repeats))
 
 
+@dataclass
+class EulerStepper:
+    """A flow backbone's sampler loop one step at a time, for a sampler that decides its next time from the
+    current latent (`--policy tpdm`) or is back-propagated through (`--policy indis`); `euler_stepper(cond)` on
+    the backbones that have one (those with a flow `velocity`). `start(x_T)` is the loop's state, `step(x,
+    sigma [R], sigma_next [R])` one Euler update of every row (the very operations of `sample_latents`, so
+    stepping along fixed times gives its bits: tests/test_peer_policies.py), `latents(x)` what `sample_latents`
+    returns and `images(x)` what `sample` returns. No `no_grad` inside: a caller under grad gets gradients in x
+    and the sigmas."""
+
+    start: Callable[[torch.Tensor], torch.Tensor]
+    step: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+    latents: Callable[[torch.Tensor], torch.Tensor]
+    images: Callable[[torch.Tensor], torch.Tensor]
+
+
 @runtime_checkable
 class Backbone(Protocol):
     name: str

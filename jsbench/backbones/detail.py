@@ -52,6 +52,16 @@ class DetailBackbone(AnalyticBackbone):
             out[sel] = euler_flow(table, x_T[sel].to(self.device, torch.float64), rows, sigmas[sel].to(self.device, torch.float64))
         return out.to(self.dtype)
 
+    def _mixture_groups(self, prompts: list[str]) -> list[tuple[torch.Tensor | None, object]]:
+        """`sample_latents`' groups: the rows of each mixture size, with their gathered mixtures."""
+        sizes = [self.world.mixture(p).means.shape[0] for p in prompts]
+        groups = []
+        for size in sorted(set(sizes)):
+            idx = [i for i, k in enumerate(sizes) if k == size]
+            table, rows = self.world.table([prompts[i] for i in idx], dtype=torch.float64, device=self.device)
+            groups.append((torch.tensor(idx, device=self.device), table.gather(rows)))
+        return groups
+
 
 @register("detail")
 def _factory(model: str | None = None, device: str | None = None) -> DetailBackbone:

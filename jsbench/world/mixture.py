@@ -81,6 +81,8 @@ class RowMixtures:
         means, log_w, spread2 = self.means, self.log_weights, self.spread2
         t = t[:, None, None]
         signal = 1.0 - t
+        if torch.is_grad_enabled() and (x_t.requires_grad or t.requires_grad):
+            return self._posterior_mean_autograd(x_t, t, signal)
         var_t = torch.mul(signal.square(), spread2).add_(t.square())  # per-dim variance of x_t within a component
         resid = torch.mul(signal, means)
         torch.sub(x_t[:, None, :], resid, out=resid)  # x_t - signal * means, [B, K, D]
@@ -91,6 +93,19 @@ class RowMixtures:
         x0_k.mul_(resid).add_(means)  # ... makes each component's estimate, means + gain * resid
         return x0_k.mul_(resp[..., None]).sum(1)
 
+    def _posterior_mean_autograd(self, x_t: torch.Tensor, t: torch.Tensor, signal: torch.Tensor) -> torch.Tensor:
+        """`posterior_mean` written out of place, so autograd can differentiate it in x_t and t (a sampler
+        back-propagated through, `--policy indis`): the same IEEE operations on the same operands in the same
+        order, so the same bits (tests/test_peer_policies.py)."""
+        means, log_w, spread2 = self.means, self.log_weights, self.spread2
+        var_t = torch.mul(signal.square(), spread2) + t.square()
+        resid = x_t[:, None, :] - torch.mul(signal, means)
+        energy = resid.square() / var_t + var_t.log()
+        logits = log_w - 0.5 * energy.sum(-1)
+        resp = torch.softmax(logits, dim=-1)
+        x0_k = torch.mul(signal, spread2) / var_t * resid + means
+        return (x0_k * resp[..., None]).sum(1)
+
 
 def euler_flow(table: MixtureTable, x_T: torch.Tensor, rows: torch.Tensor, sigmas: torch.Tensor) -> torch.Tensor:
     """Integrate every row along its own schedule sigmas[b] (1 -> 0) with Euler steps; returns x_0."""
@@ -98,8 +113,13 @@ def euler_flow(table: MixtureTable, x_T: torch.Tensor, rows: torch.Tensor, sigma
     steps = sigmas.shape[1] - 1
     mixtures = table.gather(rows)  # the rows' mixtures are the same at every step
     for j in range(steps):
-        t, t_next = sigmas[:, j], sigmas[:, j + 1]
-        x0_hat = mixtures.posterior_mean(x, t)
-        eps_hat = (x - (1.0 - t)[:, None] * x0_hat) / t[:, None]
-        x = (1.0 - t_next)[:, None] * x0_hat + t_next[:, None] * eps_hat
+        x = euler_update(mixtures, x, sigmas[:, j], sigmas[:, j + 1])
     return x
+
+
+def euler_update(mixtures: RowMixtures, x: torch.Tensor, t: torch.Tensor, t_next: torch.Tensor) -> torch.Tensor:
+    """One Euler step of `euler_flow` for every row, from its time t[b] to t_next[b]: the step a sampler that
+    interleaves other work with its steps takes (`AnalyticBackbone.euler_stepper`), the same bits."""
+    x0_hat = mixtures.posterior_mean(x, t)
+    eps_hat = (x - (1.0 - t)[:, None] * x0_hat) / t[:, None]
+    return (1.0 - t_next)[:, None] * x0_hat + t_next[:, None] * eps_hat
