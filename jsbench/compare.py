@@ -228,14 +228,14 @@ def run_compare(
     # merge by (backbone, model, steps) section into the leaderboard already there: this run replaces the
     # sections it evaluated and keeps every other one (another backbone's, another budget's) as it was
     csv_path = leaderboard_dir / f"{suite.name}.csv"
-    all_tables = merge_tables(tables_from_csv(read_committed(csv_path)), tables, getattr(suite, "unrecorded_provenance", None))
+    all_tables = merge_tables(tables_from_csv(read_committed(csv_path)), tables, suite.unrecorded_provenance)
     fresh = write_figures(backbone, suite, plotted, policies_dir, leaderboard_dir) if plots else []
     # the page links every backbone's figures on disk, not only this run's (its tables cover them all)
     figures = figure_links(leaderboard_dir, suite.name)
     extra = "\n".join(f"### {title}\n\n![{title}]({path.relative_to(leaderboard_dir)})\n" for title, path in figures)
     extra = ("## Figures\n\n" + extra) if extra else ""
     further = []  # a suite's further metrics (ocr: MARIO-Eval's), beside the primary one's tables
-    if getattr(suite, "leaderboard_metrics", ()):
+    if suite.leaderboard_metrics:
         from jsbench.metric_tables import write_metric_tables
 
         metrics_csv, section = write_metric_tables(leaderboard_dir, suite, made, steps_list)
@@ -249,7 +249,8 @@ def run_compare(
     contrasts_csv = contrasts_path(leaderboard_dir, suite.name)
     contrasts = write_contrasts(contrasts_csv, [c for t in tables for c in section_contrasts(t, run_of, suite)],
                                 [(t.backbone, t.model_id, t.steps) for t in tables], [(t.backbone, t.model_id, t.steps) for t in page])
-    write_text_atomic(md, render_markdown(page, suite.name, metric, REGENERATE_ALL, extra=extra, contrasts=contrasts))
+    write_text_atomic(md, render_markdown(page, suite.name, metric, REGENERATE_ALL, extra=extra, contrasts=contrasts,
+                                          overall_rule=suite.overall_rule))
     # the per-image scores behind each row: what `--check` pairs a fresh run with
     scores = write_scores(scores_path(leaderboard_dir, suite.name), all_tables, runs, suite.name, metric, provenance)
     result.written = [md, csv_path, *([contrasts_csv] if contrasts else []), scores, *further, *(p for _, p in fresh)]

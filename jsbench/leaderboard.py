@@ -23,9 +23,9 @@ from jsbench import JsbenchError
 from jsbench.contrasts import contrast_lines
 from jsbench.results import PROVENANCE_FIELDS, Record, latest, paired_estimates
 from jsbench.stats import SE_LEGEND, T_LEGEND, TWO_LEVEL_LEGEND, t_interval
+from jsbench.suites.base import TASK_MEAN_RULE
 from jsbench.zoo.registry import zoo_rank
 
-OVERALL_RULES = {"ocr": "overall = every image pooled, as MARIO-Eval pools"}  # else GenEval's mean of the task means
 METHOD_ORDER = ["default", "uniform", "global", "js", "js (prompt-only)", "js-plugin", "rloo", "xctx", "none"]
 
 
@@ -226,12 +226,13 @@ def noise_text(t: Table) -> str:
     return f"Noise: image k of prompt p starts from seed sha256(p, {t.seed_base} + k), the same for every row."
 
 
-def render_markdown(tables: list[Table], suite: str, metric: str, command: str, extra: str = "", contrasts: list[dict] = ()) -> str:
-    """The page: `command` regenerates all of it; each section names the command that made it; under a
-    section's table its headline contrasts (`jsbench.contrasts`), where given."""
+def render_markdown(tables: list[Table], suite: str, metric: str, command: str, extra: str = "", contrasts: list[dict] = (),
+                    overall_rule: str = TASK_MEAN_RULE) -> str:
+    """The page of suite `suite` (its name): `command` regenerates all of it; each section names the command that
+    made it; under a section's table its headline contrasts (`jsbench.contrasts`), where given. `overall_rule`:
+    how the suite makes its overall score, as its class declares it (`Suite.overall_rule`)."""
 
-    rule = OVERALL_RULES.get(suite, "overall = mean of the task means")
-    out = [f"# {suite} leaderboard", "", f"Metric: `{metric}` ({rule}). Regenerate every section: `{command}`.", ""]
+    out = [f"# {suite} leaderboard", "", f"Metric: `{metric}` ({overall_rule}). Regenerate every section: `{command}`.", ""]
     others = unofficial_detectors(tables, suite)
     if others:
         out += [f"**Detector:** {', '.join(f'`{d}`' for d in others)}, not GenEval's official detector (mmdet's Mask2Former "

@@ -99,7 +99,7 @@ def render_metric_tables(rows: list[dict], metrics: Sequence[str], about: str = 
 def write_metric_tables(leaderboard_dir: Path, suite, records: Sequence[Record], steps_list: Sequence[int]) -> tuple[Path, str]:
     """Merge this run's further metrics into `<suite>.metrics.csv`; (its path, the page's Markdown section)."""
     metrics = tuple(suite.leaderboard_metrics)
-    unrecorded = getattr(suite, "unrecorded_provenance", None) or {}
+    unrecorded = suite.unrecorded_provenance
     path = metrics_csv_path(leaderboard_dir, suite.name)
     rows = merge_metric_rows(read_committed(path, METRICS_CSV_FIELDS), metric_rows(records, metrics, steps_list), unrecorded)
     buf = io.StringIO()
@@ -108,12 +108,11 @@ def write_metric_tables(leaderboard_dir: Path, suite, records: Sequence[Record],
     writer.writerows(rows)
     write_text_atomic(path, buf.getvalue())
     # rendered from the file as written, as the primary tables are: the same digits whichever run made a row
-    return path, render_metric_tables(read_committed(path, METRICS_CSV_FIELDS), _all_metrics(suite, metrics), getattr(suite, "leaderboard_about", ""),
+    return path, render_metric_tables(read_committed(path, METRICS_CSV_FIELDS), _all_metrics(suite, metrics), suite.leaderboard_about,
                                       unrecorded)
 
 
 def _all_metrics(suite, metrics: Sequence[str]) -> tuple[str, ...]:
     """The columns the page may show: this run's metrics, then those a kept section of another protocol has
     (the ocr suite's `words` shows NED and word accuracy beside MARIO's)."""
-    others = getattr(suite, "all_leaderboard_metrics", ())
-    return tuple(dict.fromkeys([*metrics, *others]))
+    return tuple(dict.fromkeys([*metrics, *suite.all_leaderboard_metrics]))

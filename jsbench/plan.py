@@ -207,6 +207,17 @@ def _teacher_rows(spec: str, steps: int, cls, cost: CostModel, images: int = 0) 
     return estimate(spec, steps, cls, cost, images) if estimate is not None else (0, "")
 
 
+def _never_exists(spec: str, cls) -> bool:
+    """Whether the row of `spec` never exists for a backbone of class `cls`, as its source declares (`ScheduleKind.applies`)."""
+    from jsbench.zoo.registry import applies_to, schedule_kind
+
+    try:
+        kind = schedule_kind(spec.partition(":")[0])
+    except JsbenchError:
+        return False  # a plugin that does not load: the run names it
+    return kind is not None and applies_to(kind, cls) is not None
+
+
 def plan_compare(suite: str, backbone: str, steps_list: list[int], *, gpu: str = "h100", seeds: int | None = None,
                  zoo: list[str] | None = None, schedules: list[str] = (), distilled: list[str] = (), limit: int | None = None,
                  policies_dir: Path | None = None, command: str = "jsbench compare") -> Plan:
@@ -226,11 +237,8 @@ def plan_compare(suite: str, backbone: str, steps_list: list[int], *, gpu: str =
     for i, steps in enumerate(steps_list):
         plan.rows.append(cost.row("default", steps, images))
         for spec in [*zoo, *schedules]:
-            kind = spec.partition(":")[0]
-            if kind == "ays" and cls.ays_schedule is None:
-                continue  # compare skips it too: the family has none
-            if kind.startswith("oss") and real and cls.clock_kind != "flow":
-                continue  # no flow velocity (SD-XL)
+            if _never_exists(spec, cls):
+                continue  # compare skips it too (ays where the family has none, oss without a flow velocity: SD-XL)
             extra, note = _teacher_rows(spec, steps, cls, cost, images)
             plan.rows.append(cost.row(spec, steps, images, extra, note))
         if policies_dir is not None:

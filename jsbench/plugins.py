@@ -16,11 +16,15 @@ class Registered:
     origin: str  # "jsbench", or the plugin's distribution and version
 
 
-def _from_registry(kind: str, registry, problems: list[str]) -> list[Registered]:
+def _from_registry(kind: str, registry, problems: list[str], check=None) -> list[Registered]:
+    """Every name of `registry`, each loaded (`registry.get`, then `check(name)` where given: a suite's class and
+    its declarations); one that does not load or check is its one line in `problems`."""
     out = []
     for name in registry.names():
         try:
             registry.get(name)  # a plugin loads here: a broken one is its one line, not a traceback
+            if check is not None:
+                check(name)
         except JsbenchError as exc:
             problems.append(str(exc))
             continue
@@ -33,10 +37,11 @@ def registered() -> tuple[list[Registered], list[str]]:
     from jsbench.backbones import _REGISTRY as backbones
     from jsbench.baselines import registered_baselines
     from jsbench.suites import _REGISTRY as suites
+    from jsbench.suites import suite_class
     from jsbench.zoo.registry import schedule_kinds
 
     problems: list[str] = []
-    rows = _from_registry("backbone", backbones, problems) + _from_registry("suite", suites, problems)
+    rows = _from_registry("backbone", backbones, problems) + _from_registry("suite", suites, problems, check=suite_class)
     rows += [Registered("schedule source", k.syntax, k.origin) for k in schedule_kinds(errors=problems)]
     rows += [Registered("baseline", b.name, b.origin) for b in registered_baselines(errors=problems)]
     return rows, problems

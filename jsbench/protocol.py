@@ -2,16 +2,12 @@
 
 The embedded worlds (analytic, detail, scenes-dit) are cheap, so `eval` and `compare` evaluate 16 seeds per
 prompt there, with the 200-step ceiling (or the backbone's own) and every zoo row. On a real diffusers
-model those defaults cost tens of GPU-hours, so there each suite follows its published protocol:
-
-- geneval: 4 images per prompt (GenEval's `generation/*.py` scripts, `n_samples` 4: the 553 prompts give
-  2,212 images);
-- hpdv2: 1 image per prompt (hpsv2's benchmark scores one image per prompt of each style);
-- ocr: 4 images per prompt (MARIO-Eval, TextDiffuser's protocol, samples 4 images per prompt);
-
-the `ceiling` row runs the pipeline's own default step count (labelled "pipeline default"), and the zoo rows
-that need a many-step teacher or a search on the training prompts (`oss`, `searched`) are opt-in
-(`--zoo karras,oss,searched`); `jsbench compare --plan` shows what each would cost.
+model those defaults cost tens of GPU-hours, so there each suite follows its published protocol: the images
+per prompt its class declares (`Suite.protocol_seeds`: geneval 4, as GenEval's `generation/*.py` scripts;
+hpdv2 1, as hpsv2's benchmark; ocr 4, as MARIO-Eval), the `ceiling` row at the pipeline's own default step
+count (labelled "pipeline default"), and the zoo rows that need a many-step teacher or a search on the
+training prompts (those whose ScheduleKind declares a `teacher`: `oss`, `searched`, ...) opt-in (`--zoo
+karras,oss,searched`); `jsbench compare --plan` shows what each would cost.
 """
 
 from __future__ import annotations
@@ -20,8 +16,6 @@ from jsbench import JsbenchError
 
 #: seeds per prompt on the embedded worlds (every committed leaderboard uses these)
 EMBEDDED_SEEDS = 16
-#: images per prompt of each suite's own protocol, used on real models (see the module docstring)
-PROTOCOL_SEEDS = {"geneval": 4, "hpdv2": 1, "ocr": 4}
 
 
 def is_real(backbone) -> bool:
@@ -30,8 +24,13 @@ def is_real(backbone) -> bool:
 
 
 def default_seeds(suite_name: str, real: bool) -> int:
-    """Images per prompt when --seeds is not given: the suite's protocol on a real model, else 16."""
-    return PROTOCOL_SEEDS.get(suite_name, EMBEDDED_SEEDS) if real else EMBEDDED_SEEDS
+    """Images per prompt when --seeds is not given: the suite's protocol on a real model (what its class declares,
+    `Suite.protocol_seeds`), else 16."""
+    if not real:
+        return EMBEDDED_SEEDS
+    from jsbench.suites import suite_class
+
+    return suite_class(suite_name).protocol_seeds
 
 
 def default_zoo(real: bool) -> list[str]:

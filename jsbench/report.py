@@ -310,7 +310,7 @@ def check_against_committed(
     fresh_prov = line_provenance(provenance or {})
     # a committed section from before the suite recorded a field was made as the suite says (the ocr suite's:
     # protocol words), so a run under another protocol is never paired with it
-    unrecorded = {f: str(v) for f, v in (getattr(suite, "unrecorded_provenance", None) or {}).items()}
+    unrecorded = {f: str(v) for f, v in suite.unrecorded_provenance.items()}
     sections: dict[int, dict[tuple, list]] = {}  # budget -> provenance key -> committed lines of that section
     not_checked: dict[str, int] = {}
     for line in committed:

@@ -102,12 +102,10 @@ def prompt_set_hash(items) -> str:
 
 
 def suite_provenance(suite, items=None) -> dict:
-    """The suite's provenance fields (`suite.provenance()`, optional), with `prompt_set` the hash of the
-    items evaluated when they are given."""
+    """The suite's provenance fields (`suite.provenance()`, {} where it declares none), with `prompt_set` the
+    hash of the items evaluated when they are given."""
     out = dict.fromkeys(PROVENANCE_FIELDS)
-    get = getattr(suite, "provenance", None)
-    if callable(get):
-        out.update({k: v for k, v in get().items() if k in out})
+    out.update({k: v for k, v in suite.provenance().items() if k in out})
     if items is not None:
         out["prompt_set"] = prompt_set_hash(items)
     return out

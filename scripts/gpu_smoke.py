@@ -70,7 +70,7 @@ from jsbench.io import write_json_atomic  # noqa: E402
 from jsbench.rewards import register_reward  # noqa: E402
 from jsbench.schedule import check_sigmas, increments_from_sigmas, sigmas_from_increments  # noqa: E402
 from jsbench.suites import register_suite  # noqa: E402
-from jsbench.suites.base import EvalItem, aggregate_by_task  # noqa: E402
+from jsbench.suites.base import TASK_MEAN_RULE, EvalItem, Suite, aggregate_by_task  # noqa: E402
 
 PROMPTS = [
     "a red cat sitting on a blue car", "a sign that says hello world", "three green apples", "a lighthouse at dusk",
@@ -100,9 +100,14 @@ def contrast(images: torch.Tensor) -> torch.Tensor:
     return images.float().mean(1).flatten(1).std(1).cpu()
 
 
-class SmokeSuite:
+class SmokeSuite(Suite):
     name = "smoke"
     primary_metric = "contrast"
+    protocol_seeds = 1
+    overall_rule = TASK_MEAN_RULE
+
+    def __init__(self, backbone=None, **options):
+        pass
 
     def items(self, split: str = "test"):
         return [EvalItem(p, "smoke") for p in PROMPTS]
@@ -114,7 +119,7 @@ class SmokeSuite:
         return aggregate_by_task(scores, items)
 
 
-register_suite("smoke")(lambda backbone=None, **options: SmokeSuite())
+register_suite("smoke")(SmokeSuite)
 register_reward("smoke")(lambda backbone=None: (lambda images, prompts: contrast(images)))
 
 

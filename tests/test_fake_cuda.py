@@ -22,7 +22,7 @@ from jsbench.backbones import load_backbone
 from jsbench.backbones.tiny import TINY_KINDS, save_tiny_pipeline
 from jsbench.rewards import register_reward
 from jsbench.suites import register_suite
-from jsbench.suites.base import EvalItem, aggregate_by_task
+from jsbench.suites.base import TASK_MEAN_RULE, EvalItem, Suite, aggregate_by_task
 
 PROMPTS = ["a red cat", "two blue dogs next to a car", "a sign that says hello world"]
 
@@ -31,9 +31,14 @@ def contrast(images: torch.Tensor) -> torch.Tensor:
     return images.float().mean(1).flatten(1).std(1).cpu()
 
 
-class ContrastSuite:
+class ContrastSuite(Suite):
     name = "fakecuda"
     primary_metric = "contrast"
+    protocol_seeds = 1
+    overall_rule = TASK_MEAN_RULE
+
+    def __init__(self, backbone=None, **options):
+        pass
 
     def items(self, split: str = "test"):
         return [EvalItem(p, "fakecuda") for p in PROMPTS]
@@ -45,7 +50,7 @@ class ContrastSuite:
         return aggregate_by_task(scores, items)
 
 
-register_suite("fakecuda")(lambda backbone=None, **options: ContrastSuite())
+register_suite("fakecuda")(ContrastSuite)
 register_reward("fakecuda")(lambda backbone=None: (lambda images, prompts: contrast(images)))
 
 

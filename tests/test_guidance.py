@@ -10,6 +10,7 @@ import torch
 from jsbench import JsbenchError
 from jsbench.backbones import load_backbone, recorded_guidance
 from jsbench.backbones.tiny import save_tiny_pipeline
+from jsbench.suites.base import TASK_MEAN_RULE, Suite
 
 
 @pytest.fixture(scope="module")
@@ -63,9 +64,14 @@ def test_sd35_large_refuses_medium_weights(folders, tmp_path):
     assert load_backbone("sd35-medium", str(folder), device="cpu").name == "sd35-medium"
 
 
-class _ContrastSuite:
+class _ContrastSuite(Suite):
     name = "guidance-contrast"
     primary_metric = "contrast"
+    protocol_seeds = 1
+    overall_rule = TASK_MEAN_RULE
+
+    def __init__(self, backbone=None, **options):
+        pass
 
     def items(self, split: str = "test"):
         from jsbench.suites.base import EvalItem
@@ -86,7 +92,7 @@ def _register():
     from jsbench.suites import available_suites, register_suite
 
     if "guidance-contrast" not in available_suites():
-        register_suite("guidance-contrast")(lambda backbone=None, **options: _ContrastSuite())
+        register_suite("guidance-contrast")(_ContrastSuite)
         register_reward("guidance-contrast")(lambda backbone=None: (lambda images, prompts: images.float().mean(1).flatten(1).std(1)))
 
 

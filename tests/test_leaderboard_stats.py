@@ -11,10 +11,10 @@ import pytest
 from jsbench.evaluate import EvalRun
 from jsbench.leaderboard import add_reference_deltas, build_tables, render_csv, render_markdown, tables_from_csv
 from jsbench.results import make_records
-from jsbench.suites.base import EvalItem, aggregate_by_task
+from jsbench.suites.base import EvalItem, Suite, aggregate_by_task
 
 
-class _Suite:
+class _Suite(Suite):
     name = "toy"
     primary_metric = "correct"
 

@@ -17,7 +17,8 @@ def _record(method, steps, budget, task, metric, value):
 
 
 def test_rows_by_budget_ceiling_in_every_budget_and_merge(tmp_path):
-    suite = SimpleNamespace(name="ocr", leaderboard_metrics=("accuracy", "f_measure"), leaderboard_about="On our prompts.")
+    suite = SimpleNamespace(name="ocr", leaderboard_metrics=("accuracy", "f_measure"), leaderboard_about="On our prompts.",
+                            all_leaderboard_metrics=(), unrecorded_provenance={})
     recs = [_record("default", 3, 3, t, m, v) for t, m, v in (("overall", "accuracy", 0.5), ("one_word", "accuracy", 0.75),
                                                                 ("overall", "f_measure", 0.6), ("overall", "word_accuracy", 0.7))]
     recs.append(_record("ceiling (200 steps)", 200, None, "overall", "accuracy", 1.0))

@@ -68,6 +68,29 @@ def test_a_declared_name_imports_only_its_module(tmp_path, monkeypatch):
     assert f"{pkg}.beta" not in sys.modules
 
 
+# a new suite's file: its Suite class, declaring the protocol, registered itself (a new reward's: a factory)
+_NEW_SUITE = '''from jsbench.suites import register_suite
+from jsbench.suites.base import TASK_MEAN_RULE, Suite
+
+
+@register_suite("extra_register_suite")
+class Made(Suite):
+    name, primary_metric, protocol_seeds, overall_rule = "extra_register_suite", "x", 1, TASK_MEAN_RULE
+
+    def __init__(self, backbone=None, **options):
+        self.made = ("made", backbone)
+
+    def items(self, split="test"):
+        return []
+
+    def score(self, images, items):
+        return []
+
+    def aggregate(self, scores, items):
+        return []
+'''
+
+
 @pytest.mark.parametrize("package, register, load", [
     (jsbench.suites, "register_suite", "load_suite"),
     (jsbench.rewards, "register_reward", "load_reward"),
@@ -77,6 +100,7 @@ def test_one_new_file_in_the_real_package_is_a_new_suite_or_reward(tmp_path, mon
     else, is found by name (here the extra folder joins the package's path instead of writing into it)."""
     name = f"extra_{register}"
     (tmp_path / f"{name}.py").write_text(
+        _NEW_SUITE if package is jsbench.suites else
         f"from {package.__name__} import {register}\n\n@{register}({name!r})\ndef make(backbone=None, **options):\n    return ('made', backbone)\n"
     )
     registry = package._REGISTRY
@@ -86,6 +110,7 @@ def test_one_new_file_in_the_real_package_is_a_new_suite_or_reward(tmp_path, mon
     monkeypatch.setattr(registry, "factories", dict(registry.factories))
     monkeypatch.delitem(sys.modules, f"{package.__name__}.{name}", raising=False)
     assert name not in package._MODULES
-    assert getattr(package, load)(name) == ("made", None)
+    made = getattr(package, load)(name)
+    assert (made.made if package is jsbench.suites else made) == ("made", None)
     assert name in registry.names()
     sys.modules.pop(f"{package.__name__}.{name}", None)

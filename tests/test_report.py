@@ -18,12 +18,12 @@ from jsbench.leaderboard import CSV_FIELDS, provenance_key
 from jsbench.policy import make_policy
 from jsbench.report import CheckError, check_against_committed, read_scores, render_json, render_junit, render_markdown, report_format, row_key, scores_entry
 from jsbench.stats import cluster_mean
-from jsbench.suites.base import EvalItem, aggregate_by_task
+from jsbench.suites.base import EvalItem, Suite, aggregate_by_task
 
 # --- library level: a two-task suite and hand-made per-image scores ---------------------------------
 
 
-class TwoTasks:
+class TwoTasks(Suite):
     name = "toy"
     primary_metric = "correct"
 

@@ -1,7 +1,8 @@
 """Every schedule source, jsbench's and any installed plugin's, resolves through one registry and is what its
 `ScheduleKind` declares: its syntax names it, its behaviour is registered where it says, zoo rows carry a
-leaderboard order, a declared teacher has a cost estimate, and every list of them (the --schedule help and
-error, --zoo's defaults, the teacher rows, a leaderboard's order) is generated from the declarations."""
+leaderboard order, a declared teacher has a cost estimate, a declared `applies` is a check of a backbone
+class, and every list of them (the --schedule help and error, --zoo's defaults, the teacher rows, a
+leaderboard's order, the rows --plan leaves out) is generated from the declarations."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pytest
 import torch
 
 from jsbench.zoo import DEFAULT_ZOO, ZOO_KINDS
-from jsbench.zoo.registry import (_REGISTRY, SOURCES, ScheduleKind, schedule_kinds, spec_syntax, teacher_cost, teacher_kinds,
-                                  zoo_kind, zoo_rank)
+from jsbench.zoo.registry import (_REGISTRY, SOURCES, ScheduleKind, applies_to, schedule_kind, schedule_kinds, spec_syntax, teacher_cost,
+                                  teacher_kinds, zoo_kind, zoo_rank)
 
 KINDS = schedule_kinds()
 
@@ -23,6 +24,11 @@ def test_each_source_keeps_its_declaration(kind: ScheduleKind):
     assert not kind.default_zoo or kind.zoo
     assert kind.teacher is None or callable(teacher_cost(kind))
     assert kind.syntax in spec_syntax(KINDS)
+    from jsbench.backbones import available_backbones, backbone_class
+
+    for name in available_backbones():  # a check of the class alone: no weights, one line or None
+        why = applies_to(kind, backbone_class(name))
+        assert why is None or (kind.applies is not None and why and "\n" not in why)
 
 
 def test_every_registered_builder_is_declared_and_the_lists_come_from_the_declarations():
@@ -34,6 +40,21 @@ def test_every_registered_builder_is_declared_and_the_lists_come_from_the_declar
     assert DEFAULT_ZOO == ("karras", "ays", "oss", "oss-image", "searched")
     assert teacher_kinds() == ("oss", "oss-mean", "oss-image", "searched")
     assert [zoo_rank(k) for k in ZOO_KINDS] == list(range(9)) and zoo_rank("default") is None
+
+
+def test_the_rows_a_plan_leaves_out_are_the_ones_the_kinds_declare():
+    """--plan's skips, once `kind == "ays" and cls.ays_schedule is None` and `kind.startswith("oss") and real and
+    cls.clock_kind != "flow"` in plan.py, are each kind's declared `applies`: the same rows on every backbone."""
+    from jsbench.backbones import available_backbones, backbone_class
+    from jsbench.protocol import is_real
+
+    for name in available_backbones():
+        cls = backbone_class(name)
+        left_out = {k for k in ZOO_KINDS if applies_to(schedule_kind(k), cls) is not None}
+        before = {k for k in ZOO_KINDS if (k == "ays" and cls.ays_schedule is None)
+                  or (k.startswith("oss") and is_real(cls) and cls.clock_kind != "flow")}
+        assert left_out == before, name
+    assert {k.name for k in SOURCES if k.applies is not None} == {"ays", "oss", "oss-mean", "oss-image"}
 
 
 def test_the_hand_made_sources_give_the_sigmas_they_always_gave():

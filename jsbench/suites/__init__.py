@@ -1,6 +1,12 @@
 """Evaluation suites: a prompt set, a per-image scorer and an aggregate, registered by name.
 
-A suite is one module that calls `register_suite("name")` on a factory `factory(backbone) -> Suite`.
+A suite is one module that defines a `Suite` subclass declaring what the rest of jsbench knows of it
+(suites/base.py: its primary metric, protocol images per prompt, overall rule, leaderboard metrics,
+provenance, preflight) and calls `register_suite("name")` on that class or on a factory
+`factory(backbone, **options) -> TheClass` (the return annotation names the class, so `suite_class` reads
+the declarations without building the suite). `load_suite` and `suite_class` refuse a suite whose class
+does not declare them (`IncompleteSuite`, naming what is missing). Other packages add suites the same way,
+through the `jsbench.suites` entry points (docs/plugins.md).
 """
 
 from __future__ import annotations
@@ -9,13 +15,13 @@ from jsbench import JsbenchError
 from jsbench.registry import Registry
 
 __all__ = ["Suite", "EvalItem", "TaskMetric", "aggregate_by_task", "register_suite", "load_suite", "available_suites",
-           "declared_suites", "UnknownSuite", "preflight", "OCR_PROTOCOLS", "suite_options"]
+           "declared_suites", "suite_class", "UnknownSuite", "IncompleteSuite", "preflight", "OCR_PROTOCOLS", "suite_options"]
 _BASE_NAMES = ("Suite", "EvalItem", "TaskMetric", "aggregate_by_task")
 
 
 def __getattr__(name: str):
-    """The suites' types (suites/base.py, which needs torch) on first use, so importing this package to name
-    the suites (`declared_suites`, for the CLI's --help) imports no model library."""
+    """The suites' types (suites/base.py) on first use, so importing this package to name the suites
+    (`declared_suites`, for the CLI's --help) imports nothing more."""
     if name in _BASE_NAMES:
         import importlib
 
@@ -27,8 +33,12 @@ class UnknownSuite(JsbenchError):
     pass
 
 
-# Known names -> their module, so a lookup imports only that module; a suite not listed here is still
-# found (the registry imports this package's modules on a miss), so a new suite needs no line here.
+class IncompleteSuite(JsbenchError):
+    """A registered suite whose class does not declare what the Suite protocol asks (refused where it is looked up)."""
+
+
+# Known names -> their module, so a lookup imports only that module (and --help names them without importing
+# any); a suite not listed here is still found (the registry imports this package's modules on a miss).
 _MODULES: dict[str, str] = {"geneval": "jsbench.suites.geneval", "ocr": "jsbench.suites.ocr", "hpdv2": "jsbench.suites.hpdv2"}
 
 
@@ -58,17 +68,50 @@ def suite_options(name: str, ocr_protocol: str | None = None) -> dict:
     return {"protocol": ocr_protocol}
 
 
+def suite_class(name: str) -> type:
+    """The class suite `name` is (the class registered, or the class its factory's return annotation names),
+    its declarations checked, found without building the suite: no prompt file is read, no model loaded.
+    A suite whose class is not found or does not declare what `Suite` asks is refused in one line."""
+    import inspect
+
+    from jsbench.suites.base import declaration_problems
+
+    factory = _REGISTRY.get(name)
+    cls = factory
+    if not isinstance(factory, type):
+        try:
+            cls = inspect.signature(factory, eval_str=True).return_annotation
+        except (NameError, TypeError, ValueError, SyntaxError):
+            cls = None
+        if not isinstance(cls, type) or cls is inspect.Signature.empty:
+            raise IncompleteSuite(f"suite {name!r}: its factory {getattr(factory, '__qualname__', factory)!r} names no suite class "
+                                  "(register a jsbench.suites.Suite subclass, or annotate the factory's return with one)")
+    problems = declaration_problems(cls)
+    if not problems and cls.name != name:  # its records, leaderboard and check files go by the name it declares
+        problems = [f"declares name {cls.name!r}, registered as {name!r}"]
+    if problems:
+        raise IncompleteSuite(f"suite {name!r} ({cls.__name__}): {'; '.join(problems)}, as the Suite protocol asks of every suite "
+                              "(see jsbench/suites/base.py)")
+    return cls
+
+
 def load_suite(name: str, backbone=None, **options) -> Suite:
-    return _REGISTRY.get(name)(backbone, **options)
+    """Suite `name` built for `backbone` with `options`; one that does not declare the protocol is refused before
+    it is built, one that lacks a call (items, score, aggregate) once it is."""
+    from jsbench.suites.base import missing_calls
+
+    suite_class(name)
+    suite = _REGISTRY.get(name)(backbone, **options)
+    missing = missing_calls(suite)
+    if missing:
+        raise IncompleteSuite(f"suite {name!r} ({type(suite).__name__}) lacks {', '.join(missing)}, which the Suite protocol asks of "
+                              "every suite (see jsbench/suites/base.py)")
+    return suite
 
 
 def preflight(name: str, backbone_cls=None) -> None:
     """Refuse, in one line and before any weights load or image is sampled, what suite `name` cannot score:
-    its module's `preflight(backbone_cls)` when it has one (ocr: a backbone that draws no text; hpdv2: the
-    benchmark prompts or the HPSv2 weights missing). `backbone_cls` is the backbone's class (or the backbone);
-    None checks only what needs no backbone."""
-    import sys
-
-    check = getattr(sys.modules[_REGISTRY.get(name).__module__], "preflight", None)
-    if check is not None:
-        check(backbone_cls)
+    its class's `preflight(backbone_cls)` (ocr: a backbone that draws no text; hpdv2: the benchmark prompts
+    or the HPSv2 weights missing; a suite that declares none checks nothing). `backbone_cls` is the
+    backbone's class (or the backbone); None checks only what needs no backbone."""
+    suite_class(name).preflight(backbone_cls)

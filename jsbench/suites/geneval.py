@@ -19,6 +19,8 @@ else $JSBENCH_GENEVAL_COLOR_MODEL, else ViT-L-14:openai, fp32 weights). Models l
 local files only; `provenance()` names them (and the prompt set's sha256) without loading anything.
 Aggregates add GenEval's summary lines: `correct_images` (share of images correct) and
 `correct_prompts` (share of prompts with at least one correct image), both under task `overall`.
+Both suites declare what `GenEval` declares (4 images per prompt on a real model, `overall` the mean of the
+task means); the factory's annotation names it, so it is read without building either.
 
 The scoring itself (metadata, detectors, verdicts) is `jsbench.rewards.geneval`'s scorers, shared with the
 `geneval` reward; this module adds items, splits and aggregation.
@@ -35,13 +37,20 @@ from jsbench.rewards.geneval import RealGenEvalScorer, WorldGenEvalScorer, draws
 from jsbench.scoring.geneval import TASKS
 from jsbench.stats import cluster_mean, naive_mean
 from jsbench.suites import register_suite
-from jsbench.suites.base import EvalItem, TaskMetric, aggregate_by_task
+from jsbench.suites.base import TASK_MEAN_RULE, EvalItem, Suite, TaskMetric, aggregate_by_task
 
 
-class GenEvalSuite(WorldGenEvalScorer):
+class GenEval(Suite):
+    """What both GenEval suites declare (the embedded world's and the real one's)."""
+
     name = "geneval"
     primary_metric = "correct"
+    # GenEval's `generation/*.py` scripts sample `n_samples` 4 images per prompt (the 553 prompts give 2,212 images)
+    protocol_seeds = 4
+    overall_rule = TASK_MEAN_RULE  # GenEval's headline: the mean of the six task means
 
+
+class GenEvalSuite(WorldGenEvalScorer, GenEval):
     _file_prompts: list[dict] | None = None  # set by `use_metadata`
 
     def use_metadata(self, path) -> "GenEvalSuite":
@@ -88,11 +97,8 @@ class GenEvalSuite(WorldGenEvalScorer):
         return sorted(metrics, key=lambda m: (m.metric, order.get(m.task, len(order))))
 
 
-class RealGenEvalSuite(RealGenEvalScorer):
+class RealGenEvalSuite(RealGenEvalScorer, GenEval):
     """GenEval on real images: GenEval-structured prompts, a transformers detector, CLIP colours."""
-
-    name = "geneval"
-    primary_metric = "correct"
 
     def items(self, split: str = "test") -> list[EvalItem]:
         from jsbench.scoring.geneval_prompts import split_geneval_prompts
@@ -122,7 +128,7 @@ class RealGenEvalSuite(RealGenEvalScorer):
 
 
 @register_suite("geneval")
-def _suite(backbone=None, **options):
+def _suite(backbone=None, **options) -> GenEval:
     """The embedded world's suite on the analytic backbone (no options, or only `metadata=PATH`), else
     `RealGenEvalSuite`."""
     if draws_embedded_world(backbone) and not options:

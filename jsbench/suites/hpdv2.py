@@ -35,7 +35,7 @@ import torch
 from jsbench import JsbenchError
 from jsbench.splits import check_split, hashed_order, held_out_positions
 from jsbench.suites import register_suite
-from jsbench.suites.base import EvalItem, TaskMetric, aggregate_by_task
+from jsbench.suites.base import TASK_MEAN_RULE, EvalItem, Suite, TaskMetric, aggregate_by_task
 
 STYLES = ("anime", "concept-art", "paintings", "photo")
 HPDV2_REPO = "zhwang/HPDv2"
@@ -46,8 +46,8 @@ TRAIN_TASK = "train"  # the training set's prompts have no style
 PAPER_PROTOCOL = "hpdv2-train"
 FALLBACK_PROTOCOL = "benchmark-split"
 
-__all__ = ["STYLES", "load_hpdv2_prompts", "load_hpdv2_train_prompts", "split_hpdv2", "Hpdv2Suite", "preflight",
-           "PAPER_PROTOCOL", "FALLBACK_PROTOCOL"]
+__all__ = ["STYLES", "load_hpdv2_prompts", "load_hpdv2_train_prompts", "split_hpdv2", "Hpdv2Suite", "PAPER_PROTOCOL",
+           "FALLBACK_PROTOCOL"]
 
 
 def _read_style(path: Path, style: str) -> list[str]:
@@ -135,9 +135,11 @@ def split_hpdv2(prompts: dict[str, list[str]], split: str) -> list[tuple[str, st
     return out
 
 
-class Hpdv2Suite:
+class Hpdv2Suite(Suite):
     name = "hpdv2"
     primary_metric = "hps"
+    protocol_seeds = 1  # hpsv2's benchmark scores one image per prompt of each style
+    overall_rule = TASK_MEAN_RULE  # the mean of the four style means
 
     def __init__(self, backbone=None, prompts_dir: str | None = None, reward=None, checkpoint: str | None = None, version: str | None = None):
         from jsbench.rewards.clip import hps_version
@@ -150,6 +152,15 @@ class Hpdv2Suite:
         # v2.0 or v2.1 (default $JSBENCH_HPS_VERSION, else v2.1), resolved now: a bad version fails when the
         # suite is built, not at first scoring, and $JSBENCH_HPS_VERSION is read once, here
         self._reward_options = {"checkpoint": checkpoint, "version": hps_version(version)}
+
+    @classmethod
+    def preflight(cls, backbone=None, prompts_dir: str | None = None, checkpoint: str | None = None, version: str | None = None) -> None:
+        """What `jsbench.suites.preflight` runs before any weights load: the benchmark prompts and the HPSv2
+        checkpoint must be there (one line naming the missing file otherwise)."""
+        from jsbench.rewards.clip import resolve_hps_checkpoint
+
+        load_hpdv2_prompts(prompts_dir)
+        resolve_hps_checkpoint(checkpoint, version)
 
     def provenance(self) -> dict:
         """The reward model that scored the images and the protocol (recorded with every result): its `id`,
@@ -189,15 +200,6 @@ class Hpdv2Suite:
     def aggregate(self, scores: Sequence[dict[str, float]], items: Sequence[EvalItem]) -> list[TaskMetric]:
         order = {t: i for i, t in enumerate(STYLES)}
         return sorted(aggregate_by_task(scores, items), key=lambda m: (m.metric, order.get(m.task, len(order))))
-
-
-def preflight(backbone=None, prompts_dir: str | None = None, checkpoint: str | None = None, version: str | None = None) -> None:
-    """What `jsbench.suites.preflight` runs before any weights load: the benchmark prompts and the HPSv2
-    checkpoint must be there (one line naming the missing file otherwise)."""
-    from jsbench.rewards.clip import resolve_hps_checkpoint
-
-    load_hpdv2_prompts(prompts_dir)
-    resolve_hps_checkpoint(checkpoint, version)
 
 
 @register_suite("hpdv2")

@@ -42,7 +42,7 @@ from jsbench.scoring.mario import mario_f_measure, mario_image_metrics
 from jsbench.scoring.text import f_measure, image_metrics, target_words
 from jsbench.stats import cluster_mean
 from jsbench.suites import OCR_PROTOCOLS, register_suite
-from jsbench.suites.base import EvalItem, TaskMetric, aggregate_by_task
+from jsbench.suites.base import EvalItem, Suite, TaskMetric, aggregate_by_task
 
 SUITE_PROMPTS = 160
 SUITE_SEED = 0
@@ -68,8 +68,13 @@ def task_of(prompt: str) -> str:
     return TASKS[min(n, 3) - 1]
 
 
-class OcrSuite:
+class OcrSuite(Suite):
     name = "ocr"
+    # the default protocol's; an instance's follow its `protocol=`
+    primary_metric = PRIMARY_METRICS[DEFAULT_OCR_PROTOCOL]
+    leaderboard_metrics = FURTHER_METRICS[DEFAULT_OCR_PROTOCOL]
+    protocol_seeds = 4  # MARIO-Eval (TextDiffuser's protocol) samples 4 images per prompt
+    overall_rule = "overall = every image pooled, as MARIO-Eval pools"
     # a committed section from before the suite recorded its protocol was scored by jsbench's reading
     unrecorded_provenance = {"protocol": "words"}
     # every further metric of either protocol: a page keeps another protocol's sections beside this run's
@@ -96,6 +101,13 @@ class OcrSuite:
         for p in self._prompts:
             spec = parse_text_prompt(p)
             self._meta[p] = {"targets": list(spec.words), "carrier": spec.carrier}
+
+    @classmethod
+    def preflight(cls, backbone=None) -> None:
+        """What `jsbench.suites.preflight` runs before any weights load: a backbone (or its class) that draws no
+        text is refused in one line."""
+        if backbone is not None:
+            require_text_backbone(backbone, "the ocr suite")
 
     @property
     def leaderboard_about(self) -> str:
@@ -192,13 +204,6 @@ def f_measure_metrics(scores: Sequence[dict[str, float]], items: Sequence[EvalIt
         if n:
             out.append(TaskMetric(task, "f_measure", value, se, n, len({it.prompt for _, it in rows}), df))
     return out
-
-
-def preflight(backbone=None) -> None:
-    """What `jsbench.suites.preflight` runs before any weights load: a backbone (or its class) that draws no
-    text is refused in one line."""
-    if backbone is not None:
-        require_text_backbone(backbone, "the ocr suite")
 
 
 @register_suite("ocr")

@@ -30,10 +30,8 @@ def ays_sigmas(backbone, steps: int) -> torch.Tensor:
     first level is pinned to that start and the rest are run as given. A budget whose second level would
     lie at or above the start is refused.
     """
+    applies(backbone)
     key = backbone.ays_schedule
-    if key is None or not is_discrete(backbone):
-        have = ", ".join(_ays_backbones())
-        raise ZooError(f"ays: diffusers' AysSchedules has no schedule for {backbone.name} (only {have}); try karras, oss or searched")
     from diffusers.schedulers import AysSchedules
 
     listed = [float(v) for v in AysSchedules[key]]
@@ -52,6 +50,13 @@ def ays_sigmas(backbone, steps: int) -> torch.Tensor:
         )
     return ck.row(points, "ays")
 
+
+def applies(cls) -> None:
+    """ScheduleKind.applies: a backbone (or its class) whose family has an Align Your Steps entry (`ays_schedule`,
+    on its discrete clock); ZooError otherwise."""
+    if cls.ays_schedule is None or not is_discrete(cls):
+        have = ", ".join(_ays_backbones())
+        raise ZooError(f"ays: diffusers' AysSchedules has no schedule for {cls.name} (only {have}); try karras, oss or searched")
 
 
 def _available(backbone, steps: int) -> None:

@@ -320,6 +320,11 @@ def oss_image_source(backbone, steps: int, teacher_steps: int | None = None):
     return "oss-image", make, digest(torch.cat([teacher, torch.tensor([float(steps), 1.0])]))
 
 
+def applies(cls) -> None:
+    """ScheduleKind.applies of the oss rows: a backbone class with a flow velocity (`velocity`); ZooError otherwise."""
+    velocity_fn(cls)
+
+
 def _available(backbone, steps: int) -> None:
     velocity_fn(backbone)
 

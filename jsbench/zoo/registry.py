@@ -3,9 +3,11 @@
 A source kind declares itself in a `ScheduleKind` record: its name, its argument syntax (what `--schedule`'s
 help and the unknown-spec error list), a one-line summary, whether it is a zoo row (a schedule `jsbench
 compare --zoo` may add) and whether compare adds it when --zoo is not given, its place among the zoo rows of
-a leaderboard, and whether it runs a teacher (then `teacher`, "module:function" or a callable, estimates the
-extra model calls for `--plan`). jsbench's own kinds are the records in `SOURCES` below; their behaviour
-lives in the module each names, which registers it with `@register_source(name)`:
+a leaderboard, whether it runs a teacher (then `teacher`, "module:function" or a callable, estimates the
+extra model calls for `--plan`), and for which backbones the row exists at all (`applies`, "module:function"
+or a callable of the backbone's class, read without weights: `--plan` leaves out what compare would skip).
+jsbench's own kinds are the records in `SOURCES` below; their behaviour lives in the module each names, which
+registers it with `@register_source(name)`:
 
     build(spec, backbone, steps, suite=None, log=None) -> ScheduleSource | (label, make, checksum)
 
@@ -29,7 +31,7 @@ from jsbench.registry import JSBENCH_ORIGIN, Registry, load_each, plugin_entries
 
 __all__ = ["ZooError", "ScheduleSource", "ScheduleKind", "SOURCES", "ZOO_MODULES", "ZooKind", "register_source", "register_zoo",
            "zoo_kind", "schedule_kind", "schedule_kinds", "source_kind_names", "spec_syntax", "zoo_kind_names", "default_zoo_kinds",
-           "zoo_rank", "teacher_kinds", "teacher_cost", "resolve_source", "constant_source", "SCHEDULE_GROUP"]
+           "zoo_rank", "teacher_kinds", "teacher_cost", "applies_to", "resolve_source", "constant_source", "SCHEDULE_GROUP"]
 
 SCHEDULE_GROUP = "jsbench.schedules"  # the entry-point group of other packages' schedule sources
 
@@ -80,6 +82,7 @@ class ScheduleKind:
     default_zoo: bool = False  # in compare's zoo when --zoo is not given (a zoo row that is not is opt-in)
     order: float | None = None  # its place among a leaderboard's zoo rows (zoo rows only)
     teacher: str | Callable | None = None  # runs a teacher: "module:function" (spec, steps, cls, cost, images) -> (nfe, note)
+    applies: str | Callable | None = None  # "module:function" (backbone class) raising ZooError where the row never exists
     build: Callable | None = None
     available: Callable | None = None
     opt_in: Callable | None = None
@@ -102,13 +105,13 @@ SOURCES: tuple[ScheduleKind, ...] = (
     ScheduleKind("beta", "beta[:A,B]", "Beta-quantile sigmas (diffusers' use_beta_sigmas, a = b = 0.6)", "jsbench.zoo.families",
                  zoo=True, order=2),
     ScheduleKind("ays", "ays", "Align Your Steps (diffusers' AysSchedules) where the family has one", "jsbench.zoo.ays",
-                 zoo=True, default_zoo=True, order=3),
+                 zoo=True, default_zoo=True, order=3, applies="jsbench.zoo.ays:applies"),
     ScheduleKind("oss", "oss[:M]", "Optimal Stepsize Sampling as its authors run it (cached)", "jsbench.zoo.oss",
-                 zoo=True, default_zoo=True, order=4, teacher="jsbench.zoo.oss:teacher_cost"),
+                 zoo=True, default_zoo=True, order=4, teacher="jsbench.zoo.oss:teacher_cost", applies="jsbench.zoo.oss:applies"),
     ScheduleKind("oss-mean", "oss-mean[:M]", "OSS with one DP on the batch-mean cost, starting at 1 (cached)", "jsbench.zoo.oss",
-                 zoo=True, order=5, teacher="jsbench.zoo.oss:teacher_cost"),
+                 zoo=True, order=5, teacher="jsbench.zoo.oss:teacher_cost", applies="jsbench.zoo.oss:applies"),
     ScheduleKind("oss-image", "oss-image[:M]", "OSS searched on each evaluated image's own teacher trajectory", "jsbench.zoo.oss",
-                 zoo=True, default_zoo=True, order=6, teacher="jsbench.zoo.oss:teacher_cost"),
+                 zoo=True, default_zoo=True, order=6, teacher="jsbench.zoo.oss:teacher_cost", applies="jsbench.zoo.oss:applies"),
     ScheduleKind("searched", "searched", "the best global schedule of a grid search on the training prompts (cached)",
                  "jsbench.zoo.searched", zoo=True, default_zoo=True, order=7, teacher="jsbench.zoo.searched:teacher_cost"),
     ScheduleKind("file", "file:PATH", "the user's schedule(s), JSON or CSV, or what `schedules export` wrote", "jsbench.zoo.files",
@@ -225,12 +228,29 @@ def teacher_kinds() -> tuple[str, ...]:
     return tuple(k.name for k in SOURCES if k.teacher is not None)
 
 
+def _declared_call(value: str | Callable | None) -> Callable | None:
+    """A declaration's callable: itself, or the function "module:function" names (imported now), or None."""
+    if value is None or callable(value):
+        return value
+    module, _, attr = value.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
 def teacher_cost(kind: ScheduleKind) -> Callable | None:
     """The kind's teacher-cost estimate (spec, steps, cls, cost, images) -> (extra NFE, note), or None."""
-    if kind.teacher is None or callable(kind.teacher):
-        return kind.teacher
-    module, _, attr = kind.teacher.partition(":")
-    return getattr(importlib.import_module(module), attr)
+    return _declared_call(kind.teacher)
+
+
+def applies_to(kind: ScheduleKind, cls) -> str | None:
+    """Why the kind's row never exists for a backbone of class `cls` (its declared `applies`, read from the class
+    without weights), or None where it may: then `available` decides on the loaded backbone."""
+    check = _declared_call(kind.applies)
+    try:
+        if check is not None:
+            check(cls)
+    except ZooError as exc:
+        return str(exc)
+    return None
 
 
 def resolve_source(spec: str, backbone, steps: int, suite=None, log=None) -> ScheduleSource | None:
