@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 import sys
 import types
@@ -173,6 +174,124 @@ def rapid_pixels(images: torch.Tensor) -> np.ndarray:
     from jsbench.rewards.ocr import _to_uint8
 
     return _to_uint8(images)
+
+
+def text_world_images(draws: int) -> torch.Tensor:
+    """What OCR training reads: the analytic backbone's text world at 3 steps, `draws` noise draws of its
+    100 prompts, [100 * draws, 3, 64, 256]."""
+    from jsbench.backbones import load_backbone
+    from jsbench.world.text import make_text_prompts
+
+    backbone = load_backbone("analytic")
+    prompts = make_text_prompts()
+    cond = backbone.encode(prompts)
+    out = []
+    for draw in range(draws):
+        x = backbone.initial_noise([1000 * draw + i for i in range(len(prompts))])
+        out.append(backbone.sample(x, cond, backbone.default_sigmas(3, x)))
+    return torch.cat(out)
+
+
+def two_lines_one_wide() -> torch.Tensor:
+    """A long line over a short word: rapidocr pads both crops to the long one's width (692 px, not 320)."""
+    from PIL import Image, ImageDraw
+
+    font = _pillow_font(20, "dejavu")
+    img = Image.new("RGB", (512, 128), (240, 236, 224))
+    draw = ImageDraw.Draw(img)
+    draw.text((12, 32), "a very long line of words on a sign", font=font, fill=(20, 20, 28), anchor="lm")
+    draw.text((12, 92), "OPEN", font=font, fill=(20, 20, 28), anchor="lm")
+    return torch.from_numpy(np.asarray(img, dtype=np.float32) / 255.0).permute(2, 0, 1)[None]
+
+
+@pytest.fixture(scope="module")
+def untouched_rapidocr(rapid):
+    """rapidocr as it comes, with the engine's options: its sessions without the CPU memory arena, each
+    image's crops run as one batch. The engine must read exactly as it does."""
+    from rapidocr_onnxruntime import RapidOCR
+
+    return RapidOCR(**rapid.rapidocr_options)
+
+
+@pytest.fixture(scope="module")
+def text_world():
+    return text_world_images(3)
+
+
+def _rapidocr_result(ocr, image: np.ndarray):
+    """rapidocr's own reading of one RGB image as the engine asks for it: [box, text, score] per detection kept."""
+    result, _ = ocr(np.ascontiguousarray(image[..., ::-1]), use_det=True, use_cls=False, use_rec=True)
+    return result
+
+
+def test_rapidocr_sessions_are_rapidocrs_own_with_the_cpu_arena(rapid, untouched_rapidocr):
+    from rapidocr_onnxruntime import RapidOCR
+
+    def sessions(engine_ocr, ocr):
+        return [(engine_ocr.text_det.infer.session, ocr.text_det.infer.session),
+                (engine_ocr.text_rec.session.infer.session, ocr.text_rec.session.session)]
+
+    two_threads = RapidOcrEngine(threads=2)  # `threads` still sets onnxruntime's intra-op threads as rapidocr does
+    pairs = sessions(rapid._engine, untouched_rapidocr) + sessions(two_threads._engine, RapidOCR(**two_threads.rapidocr_options))
+    for ours, theirs in pairs:
+        assert ours._model_path == theirs._model_path and ours.get_providers() == theirs.get_providers()
+        mine, its = ours.get_session_options(), theirs.get_session_options()
+        assert mine.enable_cpu_mem_arena and not its.enable_cpu_mem_arena
+        for setting in ("intra_op_num_threads", "inter_op_num_threads", "graph_optimization_level", "execution_mode",
+                        "enable_mem_pattern", "log_severity_level"):
+            assert getattr(mine, setting) == getattr(its, setting), setting
+    if (os.cpu_count() or 1) >= 2:  # rapidocr ignores more threads than cores
+        assert pairs[2][0].get_session_options().intra_op_num_threads == 2
+
+
+def test_rapidocr_detection_maps_are_rapidocrs_bit_for_bit(rapid, untouched_rapidocr, text_world):
+    ocr, ours = untouched_rapidocr, rapid._engine
+    for image in rapid_pixels(text_world):
+        img, _, _ = ocr.preprocess(np.ascontiguousarray(image[..., ::-1]))
+        img, _ = ocr.maybe_add_letterbox(img, {})
+        det_input = ocr.text_det.get_preprocess(max(img.shape[:2]))(img)
+        assert det_input.shape == (1, 3, 64, 256)
+        assert np.array_equal(ours.text_det.infer(det_input)[0], ocr.text_det.infer(det_input)[0])
+
+
+class RecordingOcr:
+    """A RapidOCR that keeps what each call returned."""
+
+    def __init__(self, ocr):
+        self.ocr, self.results = ocr, []
+
+    def __call__(self, *args, **kwargs):
+        out = self.ocr(*args, **kwargs)
+        self.results.append(out[0])
+        return out
+
+
+def test_rapidocr_reads_as_untouched_rapidocr(rapid, untouched_rapidocr, text_world, monkeypatch):
+    # read_lines (the training path) against rapidocr's own per-image call: texts, and the boxes and scores
+    # behind them, the text_score filtering included
+    big = torch.full((1, 3, 1024, 1024), 0.93)
+    big[:, :, 600:664, 300:620] = render_words(["garden"])[0]
+    blanks = torch.stack([torch.full((3, 64, 256), 0.9), torch.full((3, 64, 256), 0.8)])
+    batches = [text_world[:24], render_words(WORDS, "dejavu"), render_words(WORDS, "pillow"), big, two_lines_one_wide(),
+               blanks, text_world[24:36]]  # small images read again after the large one
+    crops = []
+    for images in batches:
+        expected = [_rapidocr_result(untouched_rapidocr, img) for img in rapid_pixels(images)]
+        recording = RecordingOcr(rapid._engine)
+        monkeypatch.setattr(rapid, "_engine", recording)
+        monkeypatch.setattr(rapid, "memo", ReadingMemo())
+        assert rapid.read_lines(images) == [tuple(r[1] for r in result or []) for result in expected]
+        assert recording.results == expected  # every image distinct: each read once, in order
+        monkeypatch.setattr(rapid, "_engine", recording.ocr)
+        crops += [len(result or []) for result in expected]
+    assert crops.count(0) >= 2 and crops.count(1) >= 10 and crops.count(2) >= 10  # blank, one crop, a batch of crops
+
+
+def test_rapidocr_recogniser_only_reads_as_untouched_rapidocr(untouched_rapidocr):
+    engine = load_engine("rapidocr", detect=False)
+    for image in rapid_pixels(render_words(["river", "OPEN"])):
+        bgr = np.ascontiguousarray(image[..., ::-1])
+        assert engine._engine.text_rec([bgr])[0] == untouched_rapidocr.text_rec([bgr])[0]
 
 
 needs_tesseract = pytest.mark.skipif(shutil.which("tesseract") is None, reason="tesseract binary not installed (apt-get install -y tesseract-ocr)")
