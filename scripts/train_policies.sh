@@ -4,7 +4,7 @@
 # sums depend on the thread count), so the same command gives the same files.
 #   bash scripts/train_policies.sh                        # analytic: both budgets, five policies, seeds 0-7
 #   bash scripts/train_policies.sh detail                 # the positive control (3 steps, 2000 updates, seeds 0-7)
-#   bash scripts/train_policies.sh scenes-dit             # the learned backbone (3 steps, 100 updates, seeds 0-2)
+#   bash scripts/train_policies.sh scenes-dit             # the learned backbone (3 steps, 100 updates, seeds 0-7)
 #   STEPS="3" SEEDS="0" POLICIES="js rloo" JOBS=2 bash scripts/train_policies.sh   # a subset, two at a time
 #   SUITE=ocr JOBS=2 bash scripts/train_policies.sh       # analytic's text world, OCR reward: <backbone>/ocr-<name>-n<steps>/
 # Updates per backbone are where the held-out score has stopped moving (manifest "convergence", from the run's
@@ -26,12 +26,12 @@ POLICIES="${POLICIES:-${suite_policies[$SUITE]:-${default_policies[$BACKBONE]:-g
 PREFIX=""
 [ "$SUITE" = geneval ] || PREFIX="$SUITE-"
 # training seeds are independent (each its own init, contexts and noise stream); 8 where a run is cheap
-declare -A default_seeds=([analytic]="0 1 2 3 4 5 6 7" [detail]="0 1 2 3 4 5 6 7")
+declare -A default_seeds=([analytic]="0 1 2 3 4 5 6 7" [detail]="0 1 2 3 4 5 6 7" [scenes-dit]="0 1 2 3 4 5 6 7")
 declare -A suite_seeds=([ocr]="0 1 2")
 SEEDS="${SEEDS:-${suite_seeds[$SUITE]:-${default_seeds[$BACKBONE]:-0 1 2}}}"
 JOBS="${JOBS:-1}"
 OUT="${OUT:-policies/$BACKBONE}"
-declare -A spec=([global]="js global" [js]="js instance" [js-prompt]="js prompt" [rloo]="rloo instance" [xctx]="xctx instance")
+declare -A spec=([global]="js global" [js]="js instance" [js-prompt]="js prompt" [rloo]="rloo instance" [xctx]="xctx instance" [tpdm]="js tpdm" [indis]="js indis")
 runs=()
 for n in $STEPS; do
   for name in $POLICIES; do
