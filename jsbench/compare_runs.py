@@ -107,7 +107,7 @@ def refuse_before_work(request: CompareRequest) -> list[dict]:
         raise JsbenchError("--limit evaluates part of the prompts; --check compares with the committed rows on all of them: drop one")
     cls = backbone_class(request.backbone)
     # the check's scope by the backbone's name (its class's) and the budgets
-    committed = validate_compare_options(request, backbone_name=getattr(cls, "name", request.backbone))
+    committed = validate_compare_options(request, backbone_name=request.backbone if cls is None else cls.name)  # None: unknown, refused on loading
     check_writable_file(request.records, "--records")
     if request.check:
         for path in request.report:
