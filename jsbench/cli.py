@@ -15,10 +15,10 @@ import typer
 from rich.console import Console
 
 from jsbench import JsbenchError
-from jsbench.registry import declared_names  # reads the backbones' names from source: imports no torch
-from jsbench.suites import declared_suites  # the declared names only: imports no suite module
 from jsbench.zoo.registry import spec_syntax  # the schedule sources' declarations: imports no torch
 from jsbench.train_config import DECODE_HELP, DEVICE_HELP, DTYPE_HELP, GUIDANCE_HELP, MODEL_HELP, OFFLOAD_HELP, OFFLOAD_MODE_HELP, TrainConfig  # dataclasses only: --help stays fast
+from jsbench.compare_request import (BACKBONE_HELP, FORMAT_HELP, GPU_HELP, IMAGES_BATCH_HELP, LIMIT_HELP, OCR_PROTOCOL_HELP, PLAN_HELP,  # likewise
+                                     PROGRESS_HELP, SAVE_HELP, SEED_BASE_HELP, SEEDS_HELP, SUITE_HELP, CompareRequest)
 
 def _no_bool_tag() -> None:
     """typer's rich help tags every option with its type, flags (`--resume/--no-resume`, `--help`) as `<bool>`,
@@ -79,19 +79,8 @@ class OutputFormat(str, Enum):
     json = "json"
 
 
-_FORMAT_HELP = "table (80 columns); csv, json: exact."
-_PROGRESS_HELP = "Progress on stderr (lines in a log)."
-
-_BACKBONE_HELP = f"Backbone: {', '.join(declared_names('jsbench.backbones'))}."
-_SUITE_HELP = f"Suite: {', '.join(declared_suites())}."
 # --help groups each command's options into these panels
 RUN, OUT, BACKBONE, TRAINING, OPTIMIZER, CHECK, PLAN = "Run", "Output", "Backbone", "Training", "Optimizer", "Check (--check)", "Plan (--plan)"
-_SEEDS_HELP = "Images per prompt (default: 16 here; a real model: the suite's protocol)."
-_PLAN_HELP = "Print the cost (GPU-hours); load nothing."
-_GPU_HELP = "GPU class --plan costs for: h100, h200, a100, l40s, a6000, 4090."
-_LIMIT_HELP = "Only the first N prompts of each task (marked partial)."
-_SAVE_HELP = "Save PNGs (GenEval layout), sigmas."
-_OCR_PROTOCOL_HELP = "OCR reading: words (default) or mario."
 _ROOT_HELP = "the nearest folder at or above the current one holding policies/ or leaderboards/, else the checkout jsbench is installed from"
 
 
@@ -133,12 +122,12 @@ def _check_device(device: Optional[str]) -> None:
 # dtype, offload and decode-chunk helps are also those of train's TrainConfig fields)
 _BACKBONE_OPTIONS = {
     "model": dict(default=None, help=MODEL_HELP, rich_help_panel=BACKBONE),
-    "batch_size": dict(default=None, flags=("--batch-size",), min=1, help="Images per batch (default: the backbone's).", rich_help_panel=BACKBONE),
+    "batch_size": dict(default=None, flags=("--batch-size",), min=1, help=IMAGES_BATCH_HELP, rich_help_panel=BACKBONE),
     "device": dict(default=None, help=DEVICE_HELP, rich_help_panel=BACKBONE),
     "dtype": dict(default=None, help=DTYPE_HELP, rich_help_panel=BACKBONE),
     "offload": dict(default=False, flags=("--offload",), help=OFFLOAD_HELP, rich_help_panel=BACKBONE),
     "decode_chunk": dict(default=None, flags=("--decode-chunk",), min=1, help=DECODE_HELP, rich_help_panel=BACKBONE),
-    "progress": dict(default=True, help=_PROGRESS_HELP, rich_help_panel=OUT),
+    "progress": dict(default=True, help=PROGRESS_HELP, rich_help_panel=OUT),
     "guidance": dict(default=None, help=GUIDANCE_HELP, rich_help_panel=BACKBONE),
     "offload_mode": dict(default=None, flags=("--offload-mode",), help=OFFLOAD_MODE_HELP, rich_help_panel=BACKBONE),
 }
@@ -151,10 +140,11 @@ def _backbone_option(name: str, **override):
 
 
 def config_options(config_cls, panels: dict[str, str] | None = None) -> list[inspect.Parameter]:
-    """A typer option per field of a config dataclass, built from the field's metadata (see
-    jsbench/train_config.py): `help` (required), `flags` (default --field-name), `choices` (an enum of
-    the values, whose `.value` the command passes on), `min`. The field's default is the option's;
-    `panels` (field -> --help panel) groups them, the fields it does not name under "Options"."""
+    """A typer option per field of a config dataclass (TrainConfig, CompareRequest), built from the field's
+    metadata (see jsbench/train_config.py): `help` (required), `flags` (default --field-name), `choices` (an
+    enum of the values, whose `.value` the command passes on), `min`. The field's default is the option's; a
+    `tuple[X, ...]` field is a repeatable option (typer passes a list). `panels` (field -> --help panel)
+    groups them, the fields it does not name under "Options"."""
     import dataclasses
     import typing
 
@@ -170,6 +160,8 @@ def config_options(config_cls, panels: dict[str, str] | None = None) -> list[ins
             default = annotation(default)
         elif type(None) in typing.get_args(annotation):  # `X | None`, as typer reads it
             annotation = Optional[next(a for a in typing.get_args(annotation) if a is not type(None))]
+        elif typing.get_origin(annotation) is tuple:  # `tuple[X, ...]`: the option repeated
+            annotation, default = List[typing.get_args(annotation)[0]], list(default)
         extra = {"min": meta["min"]} if "min" in meta else {}
         if meta.get("metavar"):
             extra["metavar"] = meta["metavar"]  # instead of the choices, where they would widen the panel's column
@@ -194,10 +186,10 @@ _TRAIN_OPTIONS = {
         _option("overwrite", bool, typer.Option(False, "--overwrite", help="Replace the run in OUT.", rich_help_panel=RUN)),
     ],
     "last": [
-        _option("progress", bool, typer.Option(True, help=_PROGRESS_HELP, rich_help_panel=RUN)),
+        _option("progress", bool, typer.Option(True, help=PROGRESS_HELP, rich_help_panel=RUN)),
         _option("processes", int, typer.Option(1, "--processes", min=1, help="Local processes (torchrun).", rich_help_panel=RUN)),
-        _option("plan", bool, typer.Option(False, "--plan", help=_PLAN_HELP, rich_help_panel=PLAN)),
-        _option("gpu", str, typer.Option("h100", "--gpu", help=_GPU_HELP, rich_help_panel=PLAN)),
+        _option("plan", bool, typer.Option(False, "--plan", help=PLAN_HELP, rich_help_panel=PLAN)),
+        _option("gpu", str, typer.Option("h100", "--gpu", help=GPU_HELP, rich_help_panel=PLAN)),
     ],
 }
 # TrainConfig's fields in --help's panels (a new field lands under "Options" until named here; --ocr-protocol
@@ -288,18 +280,18 @@ app.command()(train)
 
 @app.command("eval")
 def eval_(
-    suite: str = typer.Option("geneval", help=_SUITE_HELP, rich_help_panel=RUN),
-    backbone: str = typer.Option("analytic", help=_BACKBONE_HELP, rich_help_panel=BACKBONE),
+    suite: str = typer.Option("geneval", help=SUITE_HELP, rich_help_panel=RUN),
+    backbone: str = typer.Option("analytic", help=BACKBONE_HELP, rich_help_panel=BACKBONE),
     model: Optional[str] = _backbone_option("model"),
     steps: int = typer.Option(5, help="Step budget.", rich_help_panel=RUN),
     schedule: str = typer.Option("default", metavar="SPEC", rich_help_panel=RUN,
                                  help=f"{spec_syntax()} (`jsbench plugins` lists them)."),
-    seeds: Optional[int] = typer.Option(None, help=_SEEDS_HELP, rich_help_panel=RUN),
-    seed_base: int = typer.Option(0, "--seed-base", min=0, help="Noise of image k: sha256(prompt, base + k).", rich_help_panel=RUN),
+    seeds: Optional[int] = typer.Option(None, help=SEEDS_HELP, rich_help_panel=RUN),
+    seed_base: int = typer.Option(0, "--seed-base", min=0, help=SEED_BASE_HELP, rich_help_panel=RUN),
     split: str = typer.Option("test", help="Prompts: test (held out), train or all.", rich_help_panel=RUN),
     metadata: Optional[Path] = typer.Option(None, help="GenEval evaluation_metadata.jsonl to evaluate instead.", rich_help_panel=RUN),
     prompts_file: Optional[Path] = typer.Option(None, "--prompts-file", help="UTF-8 file, one prompt a line, instead.", rich_help_panel=RUN),
-    ocr_protocol: Optional[str] = typer.Option(None, "--ocr-protocol", help=_OCR_PROTOCOL_HELP, rich_help_panel=RUN),
+    ocr_protocol: Optional[str] = typer.Option(None, "--ocr-protocol", help=OCR_PROTOCOL_HELP, rich_help_panel=RUN),
     out: Path = typer.Option(Path("results/records.jsonl"), help="Records file (JSONL, appended).", rich_help_panel=OUT),
     batch_size: Optional[int] = _backbone_option("batch_size"),
     device: Optional[str] = _backbone_option("device"),
@@ -309,12 +301,12 @@ def eval_(
     guidance: Optional[float] = _backbone_option("guidance"),
     offload_mode: Optional[str] = _backbone_option("offload_mode"),
     progress: bool = _backbone_option("progress"),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP, rich_help_panel=OUT),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=FORMAT_HELP, rich_help_panel=OUT),
     processes: int = typer.Option(1, "--processes", min=1, help="Shard prompts over N local processes.", rich_help_panel=RUN),
-    limit: Optional[int] = typer.Option(None, "--limit", help=_LIMIT_HELP, rich_help_panel=RUN),
-    save_images: Optional[Path] = typer.Option(None, "--save-images", help=_SAVE_HELP, rich_help_panel=OUT),
-    plan: bool = typer.Option(False, "--plan", help=_PLAN_HELP, rich_help_panel=PLAN),
-    gpu: str = typer.Option("h100", "--gpu", help=_GPU_HELP, rich_help_panel=PLAN),
+    limit: Optional[int] = typer.Option(None, "--limit", help=LIMIT_HELP, rich_help_panel=RUN),
+    save_images: Optional[Path] = typer.Option(None, "--save-images", help=SAVE_HELP, rich_help_panel=OUT),
+    plan: bool = typer.Option(False, "--plan", help=PLAN_HELP, rich_help_panel=PLAN),
+    gpu: str = typer.Option("h100", "--gpu", help=GPU_HELP, rich_help_panel=PLAN),
 ):
     """Evaluate one schedule on a suite and append its records."""
     if plan:
@@ -364,143 +356,41 @@ def eval_(
     ctx.close()  # every process leaves the group together, once rank 0 has written
 
 
-@app.command()
-def compare(
-    ctx: typer.Context,
-    suite: str = typer.Option("geneval", help=_SUITE_HELP, rich_help_panel=RUN),
-    backbone: str = typer.Option("analytic", help=_BACKBONE_HELP, rich_help_panel=BACKBONE),
-    model: Optional[str] = _backbone_option("model"),
-    steps: List[int] = typer.Option([3, 5], help="Step budgets (repeat the option).", rich_help_panel=RUN),
-    seeds: Optional[int] = typer.Option(None, help=_SEEDS_HELP, rich_help_panel=RUN),
-    seed_base: int = typer.Option(0, "--seed-base", min=0, help="Noise of image k: sha256(prompt, base + k).", rich_help_panel=RUN),
-    policies: Optional[Path] = typer.Option(None, help="Policies folder (default: the project's policies/).", rich_help_panel=RUN),
-    records: Path = typer.Option(Path("results/records.jsonl"), help="Records file (appended).", rich_help_panel=OUT),
-    leaderboards: Optional[Path] = typer.Option(None, help="Leaderboards folder (default: project's).", rich_help_panel=OUT),
-    all_: bool = typer.Option(False, "--all", help="Run every invocation of LEADERBOARDS/recipe.json.", rich_help_panel=RUN),
-    schedule: List[str] = typer.Option([], help="Extra schedule rows, e.g. shift:3 (repeat).", rich_help_panel=RUN),
-    zoo: Optional[str] = typer.Option(None, help="Zoo rows beside default, comma-separated, or none (default: README).", rich_help_panel=RUN),
-    ocr_protocol: Optional[str] = typer.Option(None, "--ocr-protocol", help=_OCR_PROTOCOL_HELP, rich_help_panel=RUN),
-    distilled: List[str] = typer.Option([], help="Distilled sampler rows: NAME or NAME=MODEL.", rich_help_panel=RUN),
-    check: bool = typer.Option(False, help="Check the committed rows against this run.", rich_help_panel=CHECK),
-    report: List[Path] = typer.Option([], help="Write the check's report: .md, .json or .xml.", rich_help_panel=CHECK),
-    strict: bool = typer.Option(False, help="A missing committed row fails the check too.", rich_help_panel=CHECK),
-    plots: bool = typer.Option(True, help="Write the figures.", rich_help_panel=OUT),
-    tolerance: float = typer.Option(2.0, help="Allowed drop, in SEs of the paired difference.", rich_help_panel=CHECK),
-    device: Optional[str] = _backbone_option("device"),
-    batch_size: Optional[int] = _backbone_option("batch_size"),
-    dtype: Optional[str] = _backbone_option("dtype"),
-    offload: bool = _backbone_option("offload"),
-    decode_chunk: Optional[int] = _backbone_option("decode_chunk"),
-    guidance: Optional[float] = _backbone_option("guidance"),
-    offload_mode: Optional[str] = _backbone_option("offload_mode"),
-    progress: bool = _backbone_option("progress"),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP, rich_help_panel=OUT),
-    tasks: bool = typer.Option(False, "--tasks", help="A column per task (wider than 80).", rich_help_panel=OUT),
-    limit: Optional[int] = typer.Option(None, "--limit", help=_LIMIT_HELP, rich_help_panel=RUN),
-    processes: int = typer.Option(1, "--processes", min=1, help="Shard every row's prompts over N processes.", rich_help_panel=RUN),
-    save_images: Optional[Path] = typer.Option(None, "--save-images", help=_SAVE_HELP, rich_help_panel=OUT),
-    plan: bool = typer.Option(False, "--plan", help=_PLAN_HELP, rich_help_panel=PLAN),
-    gpu: str = typer.Option("h100", "--gpu", help=_GPU_HELP, rich_help_panel=PLAN),
-):
+# CompareRequest's fields in --help's panels (a new field lands under "Options" until named here)
+_COMPARE_PANELS = {
+    **dict.fromkeys(("suite", "steps", "seeds", "seed_base", "policies", "all_runs", "schedule", "zoo", "ocr_protocol", "distilled", "limit",
+                     "processes"), RUN),
+    **dict.fromkeys(("backbone", "model", "device", "batch_size", "dtype", "offload", "decode_chunk", "guidance", "offload_mode"), BACKBONE),
+    **dict.fromkeys(("records", "leaderboards", "plots", "progress", "format", "tasks", "save_images"), OUT),
+    **dict.fromkeys(("check", "report", "strict", "tolerance"), CHECK),
+    **dict.fromkeys(("plan", "gpu"), PLAN),
+}
+
+
+def _compare_signature() -> inspect.Signature:
+    context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
+    return inspect.Signature([context, *config_options(CompareRequest, _COMPARE_PANELS)])
+
+
+def compare(ctx: typer.Context, **fields):
     """Evaluate default, zoo, shipped policies and the ceiling; write leaderboards/.
 
     Outside a project (no policies/ or leaderboards/ here or above) it writes
     ./leaderboards; --check reads the installed checkout's. Exit codes: 0 ok,
     1 a row regressed (--check; with --strict also a missing row), 2 refused."""
-    from jsbench.compare import RECIPE_NAME, compare_command, run_compare, validate_compare_options
-    from jsbench.suites import load_suite, suite_options
-    from jsbench.workspace import project_dir
+    from jsbench.compare_runs import run_command
 
-    policies = policies or project_dir("policies")
-    # a check reads the committed tables (the installed checkout's, outside a project); a run writes them,
-    # and outside a project it writes ./leaderboards, never into the installed checkout
-    recipe = (leaderboards or project_dir("leaderboards")) / RECIPE_NAME
-    leaderboards = leaderboards or project_dir("leaderboards", installed=check)
-    if all_:
-        _compare_all(ctx, compare, recipe, policies=policies, leaderboards=leaderboards)
-        return
-    from jsbench.zoo import parse_zoo
+    try:
+        from typer._click.core import ParameterSource
+    except ImportError:  # typer on the click package
+        from click.core import ParameterSource
+    request = CompareRequest(**{k: v.value if isinstance(v, Enum) else v for k, v in fields.items()})
+    given = [n for n in ctx.params if ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE]  # --all refuses per-run ones
+    raise typer.Exit(run_command(request, given=given, command_line=_command_line(), out=console, err=err))
 
-    from jsbench.backbones import backbone_class
-    from jsbench.protocol import check_limit, default_seeds, default_zoo, is_real
 
-    real = is_real(backbone_class(backbone))
-    seeds = default_seeds(suite, real) if seeds is None else seeds
-    zoo_specs = parse_zoo(zoo) if zoo is not None else default_zoo(real)
-    if plan:
-        from jsbench.plan import plan_compare, plan_text
-
-        p = plan_compare(suite, backbone, list(steps), gpu=gpu, seeds=seeds, zoo=zoo_specs, schedules=list(schedule),
-                         distilled=list(distilled), limit=limit, policies_dir=policies, command=_command_line())
-        sys.stdout.write(plan_text(p, "json" if fmt == OutputFormat.json else "table"))
-        return
-    check_limit(limit)
-    options = suite_options(suite, ocr_protocol)  # refused before any weights load
-    if limit is not None and check:
-        raise JsbenchError("--limit evaluates part of the prompts; --check compares with the committed rows on all of them: drop one")
-    if processes > 1:
-        from jsbench.distributed import launch_processes
-
-        raise typer.Exit(launch_processes(processes))
-    from jsbench.distributed import get_context
-
-    dist = get_context()
-    # refused before any weights load; the check's scope by the backbone's name (its class's) and the budgets
-    validate_compare_options(check, strict, list(report), leaderboards, suite, tolerance=tolerance,
-                             backbone_name=getattr(backbone_class(backbone), "name", backbone), steps_list=list(steps))
-    _check_outputs(records=records, **({"report": list(report)} if check else {"leaderboards": leaderboards}))
-    _check_device(device)
-    from jsbench.devices import pick_device
-    from jsbench.protocol import first_per_task
-
-    device = pick_device(device, dist=dist)  # one accelerator per process
-    from jsbench.suites import preflight
-
-    preflight(suite, backbone_class(backbone))  # what the suite cannot score, before any weights load
-    bb = _backbone(backbone, model, device, dtype, offload_mode or offload, decode_chunk, progress and dist.is_main, guidance)
-    s = load_suite(suite, bb, **options)
-    items = first_per_task(s.items("test"), limit) if limit is not None else None
-    # a distilled row samples at its own pipeline's guidance (Flux-Schnell takes none)
-    # ... and shares the main pipeline's text encoders, tokenizers and VAE where their files are identical
-    share = bb if hasattr(bb, "pipe") else None
-    others = [_backbone(name, other_model or None, device, dtype, offload_mode or offload, decode_chunk, progress and dist.is_main, share_with=share)
-              for name, _, other_model in (d.partition("=") for d in distilled)]
-    cmd = compare_command(suite, backbone, list(steps), model, seeds, list(schedule), list(distilled), zoo=zoo_specs,
-                          check=check, tolerance=tolerance, strict=strict, guidance=guidance, seed_base=seed_base,
-                          zoo_explicit=zoo is not None, ocr_protocol=ocr_protocol) + (f" --limit {limit}" if limit is not None else "")
-    result = run_compare(
-        bb, s, list(steps), policies_dir=policies, records_path=records, leaderboard_dir=leaderboards, seeds=seeds,
-        check=check, tolerance=tolerance, strict=strict, reports=list(report), extra_schedules=list(schedule), distilled=others, plots=plots, progress=progress, command=cmd,
-        log=lambda msg: err.print(msg, style="dim", highlight=False, soft_wrap=True), batch_size=batch_size, zoo=zoo_specs, zoo_explicit=zoo is not None, seed_base=seed_base,
-        items=items, save_images=save_images, ctx=dist if dist.distributed else None,
-    )
-    if not dist.is_main:
-        dist.close()
-        return
-    from jsbench import tables
-
-    if fmt != OutputFormat.table:  # the evaluated sections, exact
-        sys.stdout.write(tables.sections_text(fmt.value, result.tables, suite))
-    else:  # a narrow table per budget (80 columns)
-        for table in tables.compare_tables(result.tables, suite, tasks):
-            console.print(table)
-        if result.tables and not tasks:
-            console.print(tables.COMPARE_FOOTNOTE, style="dim", highlight=False)
-    console_ = console if fmt == OutputFormat.table else err  # piped csv/json stays exactly parseable
-    if check:
-        report_ = result.check
-        moved = tables.check_table(report_)
-        if moved is not None:
-            console_.print(moved)
-        for path in result.written:
-            console_.print(f"wrote {path}")
-        console_.print(report_.headline, highlight=False, soft_wrap=True)
-        dist.close()
-        raise typer.Exit(report_.exit_code)
-    else:
-        for path in result.written:
-            console_.print(f"wrote {path}", highlight=False)
-    dist.close()
+compare.__signature__ = _compare_signature()  # typer reads the options from it
+app.command()(compare)
 
 
 def _command_line() -> str:
@@ -508,36 +398,6 @@ def _command_line() -> str:
     import shlex
 
     return "jsbench " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-
-
-def _compare_all(ctx: typer.Context, command, recipe: Path, **resolved) -> None:
-    """`compare --all`: each recipe run in turn, with the other options of this command line."""
-    from jsbench.compare import read_recipe, recipe_run_command, recipe_run_options, validate_all_options
-
-    try:
-        from typer._click.core import ParameterSource
-    except ImportError:  # typer on the click package
-        from click.core import ParameterSource
-    validate_all_options([n for n in ctx.params if ctx.get_parameter_source(n) == ParameterSource.COMMANDLINE], ctx.params.get("report"))
-    if (ctx.params.get("processes") or 1) > 1:  # launched once for the whole recipe: its processes run every run
-        from jsbench.distributed import launch_processes
-
-        raise typer.Exit(launch_processes(ctx.params["processes"]))
-    from jsbench.distributed import get_context
-
-    dist = get_context()
-    codes = []
-    with dist.held():  # under --processes: one group for every run of the recipe
-        for run in read_recipe(recipe):
-            if dist.is_main:
-                err.print(f"[bold]{recipe_run_command(run)}[/]", highlight=False, soft_wrap=True)
-            try:
-                command(ctx, **{**ctx.params, **resolved, **recipe_run_options(run), "all_": False})
-                codes.append(0)
-            except typer.Exit as exc:
-                codes.append(exc.exit_code)
-    if any(codes):
-        raise typer.Exit(max(codes))
 
 
 @app.command()
@@ -566,7 +426,7 @@ def estimators(
     dtype: Optional[str] = _backbone_option("dtype"),
     batch_size: Optional[int] = _backbone_option("batch_size"),
     progress: bool = _backbone_option("progress"),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=FORMAT_HELP),
     processes: int = typer.Option(1, "--processes", min=1, help="Split each rollout's contexts over N local processes (torchrun)."),
 ):
     """Gradient variance, gradient MSE and baseline MSE of every baseline, paired, relative to rloo."""
@@ -721,7 +581,7 @@ def schedules_export(
 @policies_app.command("list")
 def policies_list(
     root: Optional[Path] = typer.Option(None, help="Folder to search (default: policies/ of the project root, " + _ROOT_HELP + ")."),
-    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=_FORMAT_HELP),
+    fmt: OutputFormat = typer.Option(OutputFormat.table, "--format", help=FORMAT_HELP),
 ):
     """Every policy under ROOT with its backbone, steps, kind, baseline and reward."""
     from jsbench import tables

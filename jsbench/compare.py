@@ -1,5 +1,8 @@
 """`compare`: evaluate the default schedule, the shipped policies and the ceiling side by side, append
-records, render the leaderboard, and optionally check it against the committed one."""
+records, render the leaderboard, and optionally check it against the committed one.
+
+`run_compare(request, ...)` evaluates one `CompareRequest` (jsbench/compare_request.py) on a loaded backbone
+and suite; jsbench/compare_runs.py runs a whole `jsbench compare` around it."""
 
 from __future__ import annotations
 
@@ -8,13 +11,14 @@ from pathlib import Path
 
 from jsbench import JsbenchError
 from jsbench.contrasts import contrasts_path, section_contrasts, write_contrasts
-from jsbench.evaluate import EVAL_SEED_BASE, discard_partial, resolve_schedule
+from jsbench.evaluate import discard_partial, resolve_schedule
 from jsbench.io import training_runs, write_text_atomic
 from jsbench.leaderboard import Table, add_reference_deltas, build_tables, merge_tables, read_committed, render_csv, render_markdown, tables_from_csv
 from jsbench.policy import read_manifest
 from jsbench.results import append_records, make_records
 from jsbench.report import CheckReport, check_against_committed, check_scope, check_tolerance, read_scores, report_format, row_key, scores_path, write_report, write_scores
 from jsbench.runs import evaluate_run, run_eval
+from jsbench.compare_request import CompareRequest, compare_command, recorded_request
 
 REGENERATE_ALL = "jsbench compare --all"  # runs every invocation of leaderboards/recipe.json
 
@@ -71,74 +75,70 @@ def evaluate_learned_row(backbone, suite, seed_folders: list[Path], steps: int, 
     return source, mean_over_seeds(runs)
 
 
-def validate_compare_options(check: bool, strict: bool = False, reports: list[Path] = (), leaderboard_dir: Path | None = None,
-                             suite_name: str | None = None, *, tolerance: float = 2.0, backbone_name: str | None = None,
-                             steps_list: list[int] | None = None) -> list[dict]:
-    """The refusals of compare's options that need no model: `jsbench compare` runs them before any weights
-    load, and `run_compare` again for callers of the library. With --check: a negative tolerance; given the
-    leaderboard folder and the suite's name, no committed leaderboard to check against; given the backbone's
-    name and the step budgets too, a check that would compare nothing (no committed row of that backbone at
-    those budgets; the model, known once loaded, is checked after the evaluation). Returns the committed
-    rows it read (empty when it read none), so the check that follows need not read them again."""
-    if (reports or strict) and not check:
+def validate_compare_options(request: CompareRequest, *, backbone_name: str | None = None) -> list[dict]:
+    """The refusals of a request's options that need no model: `jsbench compare` runs them before any process
+    starts or weights load, and `run_compare` again for callers of the library. With --check: a negative
+    tolerance; given the leaderboard folder (`request.leaderboards`), no committed leaderboard of the suite to
+    check against; given the backbone's name too (its class's), a check that would compare nothing (no
+    committed row of that backbone at the request's budgets; the model, known once loaded, is checked after
+    the evaluation). Returns the committed rows it read (empty when it read none), so the check that follows
+    need not read them again."""
+    reports, leaderboard_dir = list(request.report), request.leaderboards
+    if (reports or request.strict) and not request.check:
         raise JsbenchError("--report and --strict go with --check: the report is that of the regression check")
     for path in reports:
         report_format(path)  # an unknown suffix
-    if not check:
-        if leaderboard_dir is not None and suite_name is not None:
-            read_committed(Path(leaderboard_dir) / f"{suite_name}.csv")  # a damaged page is refused now, not after the run
+    if not request.check:
+        if leaderboard_dir is not None:
+            read_committed(Path(leaderboard_dir) / f"{request.suite}.csv")  # a damaged page is refused now, not after the run
         return []
-    check_tolerance(tolerance)
-    if leaderboard_dir is None or suite_name is None:
+    check_tolerance(request.tolerance)
+    if leaderboard_dir is None:
         return []
-    csv_path = Path(leaderboard_dir) / f"{suite_name}.csv"
+    csv_path = Path(leaderboard_dir) / f"{request.suite}.csv"
     committed = read_committed(csv_path)
     if not committed:
         raise JsbenchError(f"--check needs a committed leaderboard at {csv_path}")
-    if backbone_name is not None and steps_list is not None:
-        check_scope(committed, backbone_name, list(steps_list), where=str(csv_path))
+    if backbone_name is not None:
+        check_scope(committed, backbone_name, list(request.steps), where=str(csv_path))
     return committed
 
 
-def run_compare(
-    backbone,
-    suite,
-    steps_list: list[int],
-    policies_dir: Path = Path("policies"),
-    records_path: Path = Path("results/records.jsonl"),
-    leaderboard_dir: Path = Path("leaderboards"),
-    seeds: int = 16,
-    check: bool = False,
-    tolerance: float = 2.0,
-    strict: bool = False,
-    reports: list[Path] = (),
-    extra_schedules: list[str] = (),
-    distilled: list = (),
-    plots: bool = True,
-    progress: bool = True,
-    command: str = "jsbench compare",
-    log=print,
-    batch_size: int | None = None,
-    zoo: list[str] = (),
-    zoo_explicit: bool | None = None,
-    seed_base: int = EVAL_SEED_BASE,
-    items: list | None = None,
-    save_images: Path | None = None,
-    ctx=None,
-) -> CompareResult:
-    """Every row (default, zoo, extra schedules, shipped policies, the ceiling, distilled samplers) on the
-    suite's test prompts (or `items`: `--limit`'s first prompts of each task), records, then the leaderboard
-    or its check. Each row keeps its per-image side file until the leaderboard is written, so a compare that
-    was interrupted resumes without resampling an image. `save_images`: PNGs per row under
-    `save_images/<backbone>-n<steps>-<row>/`. `ctx`: a DistContext sharding every row's prompts over its
-    processes (the main process alone writes). `zoo_explicit`: `zoo` was named (--zoo), so its opt-in rows
-    run (`zoo.zoo_rows`)."""
-    from jsbench.protocol import ceiling_spec
+def resolve_folders(request: CompareRequest) -> CompareRequest:
+    """`request` with its default folders found: the project's policies/, and its leaderboards/ (a check reads
+    the committed tables, the installed checkout's outside a project; a run writes them, and outside a
+    project it writes ./leaderboards, never into the installed checkout)."""
+    from jsbench.workspace import project_dir
 
+    return replace(request, policies=request.policies or project_dir("policies"),
+                   leaderboards=request.leaderboards or project_dir("leaderboards", installed=request.check))
+
+
+def run_compare(request: CompareRequest, backbone, suite, *, distilled: list = (), items: list | None = None, log=print,
+                ctx=None) -> CompareResult:
+    """Every row (default, zoo, extra schedules, shipped policies, the ceiling, distilled samplers) of
+    `request` on the suite's test prompts (`--limit`'s first prompts of each task; or `items`), records, then
+    the leaderboard or its check. `backbone`, `suite` and `distilled` are the request's, loaded (the suite's
+    name files the rows). Each row keeps its per-image side file until the leaderboard is written, so a
+    compare that was interrupted resumes without resampling an image. `--save-images`: PNGs per row under
+    `save_images/<backbone>-n<steps>-<row>/`. `ctx`: a DistContext sharding every row's prompts over its
+    processes (the main process alone writes). A named zoo runs its opt-in rows (`zoo.zoo_rows`)."""
+    from jsbench.protocol import ceiling_spec, default_seeds, default_zoo, first_per_task, is_real
+    from jsbench.zoo import parse_zoo
+
+    request = resolve_folders(replace(request, suite=suite.name))
+    policies_dir, records_path, leaderboard_dir = request.policies, request.records, request.leaderboards
+    steps_list, check, reports, plots, progress = list(request.steps), request.check, list(request.report), request.plots, request.progress
+    real = is_real(backbone)
+    seeds = default_seeds(suite.name, real) if request.seeds is None else request.seeds
+    zoo = parse_zoo(request.zoo) if request.zoo is not None else default_zoo(real)
+    if items is None and request.limit is not None:
+        items = first_per_task(suite.items("test"), request.limit)
+    batch_size, seed_base, save_images = request.batch_size, request.seed_base, request.save_images
+    command = compare_command(recorded_request(request, real))
     main = ctx is None or ctx.is_main
     log = log if main else (lambda msg: None)
-    committed = validate_compare_options(check, strict, reports, leaderboard_dir, suite.name, tolerance=tolerance,
-                                         backbone_name=backbone.name, steps_list=steps_list)  # before anything is evaluated
+    committed = validate_compare_options(request, backbone_name=backbone.name)  # before anything is evaluated
     committed_scores = read_scores(scores_path(leaderboard_dir, suite.name)) if check else {}
     runs: dict[tuple, object] = {}  # row key -> this run's per-image scores (EvalRun)
     ceiling_done = False
@@ -153,7 +153,7 @@ def run_compare(
         # the zoo's rows (karras, ays, oss, searched, ...) that exist for this backbone, beside default
         from jsbench.zoo import zoo_rows
 
-        specs = ["default", *zoo_rows(list(zoo), backbone, steps, log, explicit=zoo_explicit), *extra_schedules] + [seed_folders for seed_folders in found]
+        specs = ["default", *zoo_rows(zoo, backbone, steps, log, explicit=request.zoo is not None), *request.schedule] + [seed_folders for seed_folders in found]
         if not ceiling_done:
             specs.append(ceiling_spec(backbone))
             ceiling_done = True
@@ -216,8 +216,8 @@ def run_compare(
     provenance = made[0].provenance() if made else {}  # one suite, one detector and prompt set: every row's
     if check:
         result.check = check_against_committed(
-            committed, committed_scores, runs, suite, backbone.name, backbone.model_id, list(steps_list), tolerance=tolerance,
-            strict=strict, command=command, scores_file=scores_path(leaderboard_dir, suite.name).name, provenance=provenance,
+            committed, committed_scores, runs, suite, backbone.name, backbone.model_id, steps_list, tolerance=request.tolerance,
+            strict=request.strict, command=command, scores_file=scores_path(leaderboard_dir, suite.name).name, provenance=provenance,
         )
         result.written = [write_report(result.check, path) for path in reports]
         if reports and plots:
@@ -330,103 +330,3 @@ def suite_verdicts(suite, items):
         return [bool(v) if v in (0, 1) else None for v in values]
 
     return passed
-
-
-# --- the recipe behind `jsbench compare --all` ------------------------------------------------------------
-
-RECIPE_NAME = "recipe.json"
-RECIPE_KEYS = {"suite": str, "backbone": str, "steps": list, "model": str, "seeds": int, "schedule": list, "distilled": list, "zoo": str, "seed_base": int,
-               "ocr_protocol": str}
-DEFAULT_SEEDS = 16
-
-
-def compare_command(suite: str, backbone: str, steps: list[int], model: str | None = None, seeds: int = DEFAULT_SEEDS,
-                    schedule: list[str] = (), distilled: list[str] = (), zoo: list[str] | None = None, check: bool = False,
-                    tolerance: float = 2.0, strict: bool = False, guidance: float | None = None,
-                    seed_base: int = EVAL_SEED_BASE, zoo_explicit: bool = False, ocr_protocol: str | None = None) -> str:
-    """The `jsbench compare` command line that evaluates these rows (shown beside each section). `zoo`: the
-    parsed zoo rows, named when they are not the default ones or were named (`zoo_explicit`: a named default
-    list also runs its opt-in rows); `check`, `tolerance`, `strict`: the check's options, named when checking;
-    `ocr_protocol`, named when given."""
-    parts = ["jsbench compare", f"--suite {suite}", f"--backbone {backbone}"]
-    if model:
-        parts.append(f"--model {model}")
-    parts += [f"--steps {n}" for n in steps]
-    if guidance is not None:
-        parts.append(f"--guidance {guidance:g}")
-    if seeds != DEFAULT_SEEDS:
-        parts.append(f"--seeds {seeds}")
-    if seed_base != EVAL_SEED_BASE:
-        parts.append(f"--seed-base {seed_base}")
-    parts += [f"--schedule {s}" for s in schedule] + [f"--distilled {d}" for d in distilled]
-    if ocr_protocol is not None:
-        parts.append(f"--ocr-protocol {ocr_protocol}")
-    if zoo is not None:
-        from jsbench.zoo import DEFAULT_ZOO
-
-        if zoo_explicit or list(zoo) != list(DEFAULT_ZOO):
-            parts.append(f"--zoo {','.join(zoo) or 'none'}")
-    if check:
-        parts.append("--check" + (f" --tolerance {tolerance:g}" if tolerance != 2.0 else "") + (" --strict" if strict else ""))
-    return " ".join(parts)
-
-
-# the options of one compare invocation: `--all` takes them from each recipe run, never from its command line
-PER_RUN_OPTIONS = ("suite", "backbone", "model", "steps", "seeds", "schedule", "distilled", "zoo", "seed_base", "ocr_protocol")
-
-
-def validate_all_options(given: list[str], reports: list[Path] = ()) -> None:
-    """`compare --all`'s refusals: `given`, the options set on its command line, may hold no per-run option
-    (the recipe gives them), and no --report (a report is the check of one run)."""
-    named = [n for n in PER_RUN_OPTIONS if n in given]
-    if named:
-        raise JsbenchError(f"--all takes --{named[0]} and the other per-run options from the recipe; drop --{named[0]} or run without --all")
-    if reports:
-        raise JsbenchError("--report writes the check of one run; with --all, check each recipe run with its own command and --report")
-
-
-def recipe_run_options(run: dict) -> dict:
-    """A recipe run (from `read_recipe`) as compare's per-run options; an unset zoo is left out (compare's default)."""
-    return {k: run[k] for k in PER_RUN_OPTIONS if run.get(k) is not None or k == "model"}
-
-
-def recipe_run_command(run: dict) -> str:
-    """The command line a recipe run stands for (shown before it runs)."""
-    from jsbench.zoo import parse_zoo
-
-    zoo = parse_zoo(run["zoo"]) if run["zoo"] is not None else None
-    return compare_command(run["suite"], run["backbone"], run["steps"], run["model"], run["seeds"], run["schedule"], run["distilled"],
-                           zoo=zoo, seed_base=run["seed_base"], zoo_explicit=zoo is not None, ocr_protocol=run.get("ocr_protocol"))
-
-
-def read_recipe(path: str | Path) -> list[dict]:
-    """The compare invocations of a recipe file, validated: each a dict of compare options."""
-    import json
-
-    path = Path(path)
-    if not path.is_file():
-        raise JsbenchError(f"no recipe at {path}: --all runs the compare invocations listed there (see leaderboards/recipe.json)")
-    try:
-        runs = json.loads(path.read_text())["runs"]
-    except (json.JSONDecodeError, KeyError, TypeError) as exc:
-        raise JsbenchError(f"{path}: not a recipe ({exc.__class__.__name__}); it needs {{\"runs\": [{{\"suite\": ..., \"backbone\": ..., \"steps\": [...]}}]}}") from None
-    if not isinstance(runs, list) or not runs:
-        raise JsbenchError(f"{path}: \"runs\" must be a non-empty list of compare invocations")
-    out = []
-    for i, run in enumerate(runs):
-        where = f"{path}: runs[{i}]"
-        if not isinstance(run, dict):
-            raise JsbenchError(f"{where} is not an object of compare options")
-        for key, value in run.items():
-            if key not in RECIPE_KEYS:
-                raise JsbenchError(f"{where}: unknown key {key!r}; use {', '.join(RECIPE_KEYS)}")
-            if not isinstance(value, RECIPE_KEYS[key]):
-                raise JsbenchError(f"{where}: {key} must be a {RECIPE_KEYS[key].__name__}, got {value!r}")
-        for key in ("suite", "backbone", "steps"):
-            if key not in run:
-                raise JsbenchError(f"{where}: {key!r} is missing")
-        if not run["steps"] or not all(isinstance(n, int) and n >= 1 for n in run["steps"]):
-            raise JsbenchError(f"{where}: steps must be a list of step budgets, e.g. [3, 5]")
-        out.append({"model": None, "seeds": DEFAULT_SEEDS, "schedule": [], "distilled": [], "zoo": None, "seed_base": EVAL_SEED_BASE,
-                    "ocr_protocol": None, **run})  # zoo None, ocr_protocol None: compare's defaults
-    return out

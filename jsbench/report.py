@@ -28,6 +28,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from jsbench import JsbenchError
+from jsbench.compare_request import CompareRequest
 from jsbench.io import write_text_atomic
 from jsbench.leaderboard import method_rank, provenance_key
 from jsbench.evaluate import NOISE_SCHEME
@@ -295,7 +296,7 @@ def check_against_committed(
     backbone_name: str,
     model_id: str,
     steps_list: list[int],
-    tolerance: float = 2.0,
+    tolerance: float = CompareRequest.tolerance,  # compare --check's default, declared there
     strict: bool = False,
     command: str = "jsbench compare --check",
     scores_file: str = "scores",

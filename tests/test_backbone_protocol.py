@@ -187,6 +187,7 @@ def test_tables_file_rows_by_budget_and_old_records_load_into_the_same_sections(
 def test_a_distilled_row_records_its_own_steps_under_the_sections_budget(tmp_path):
     from jsbench.backbones.analytic import AnalyticBackbone
     from jsbench.compare import run_compare
+    from jsbench.compare_request import CompareRequest
     from jsbench.results import read_records
     from jsbench.suites import load_suite
 
@@ -199,9 +200,9 @@ def test_a_distilled_row_records_its_own_steps_under_the_sections_budget(tmp_pat
 
     bb = Reference()
     suite = load_suite("geneval", bb)
-    result = run_compare(bb, suite, [3, 4], policies_dir=tmp_path / "no-policies", records_path=tmp_path / "records.jsonl",
-                         leaderboard_dir=tmp_path / "lb", seeds=1, distilled=[Distilled()], plots=False, progress=False, zoo=[],
-                         log=lambda m: None)
+    request = CompareRequest(steps=(3, 4), policies=tmp_path / "no-policies", records=tmp_path / "records.jsonl", leaderboards=tmp_path / "lb",
+                             seeds=1, plots=False, progress=False, zoo="none")
+    result = run_compare(request, bb, suite, distilled=[Distilled()], log=lambda m: None)
     overall = [r for r in read_records(tmp_path / "records.jsonl") if r.task == "overall"]
     distilled = [r for r in overall if "distilled" in r.method]
     assert sorted((r.steps, r.budget) for r in distilled) == [(2, 3), (2, 4)]  # steps run = its own default

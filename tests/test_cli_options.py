@@ -2,6 +2,7 @@
 and help, without touching cli.py."""
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 import typer.main
@@ -68,14 +69,15 @@ def test_a_field_without_help_is_refused():
 
 
 def test_compare_option_rules_live_in_the_library_and_refuse_before_weights_load(cli, monkeypatch, tmp_path):
-    from jsbench.compare import compare_command, validate_compare_options
+    from jsbench.compare import validate_compare_options
+    from jsbench.compare_request import CompareRequest as R, compare_command
     from jsbench.zoo import DEFAULT_ZOO
 
     with pytest.raises(JsbenchError, match="go with --check"):
-        validate_compare_options(check=False, strict=True)
+        validate_compare_options(R(strict=True))
     with pytest.raises(JsbenchError, match="go with --check"):
-        validate_compare_options(check=False, reports=["r.md"])
-    validate_compare_options(check=True, strict=True, reports=["r.md", "r.json", "r.xml"])
+        validate_compare_options(R(report=["r.md"]))
+    validate_compare_options(R(check=True, strict=True, report=["r.md", "r.json", "r.xml"]))
     import jsbench.backbones
 
     def no_weights(*a, **k):
@@ -98,24 +100,124 @@ def test_compare_option_rules_live_in_the_library_and_refuse_before_weights_load
         code, _, err = cli("compare", "--check", "--leaderboards", str(board), *args)
         assert code == 2 and "--check would compare nothing" in err and "analytic at 3 steps" in err, err
     with pytest.raises(JsbenchError, match="would compare nothing"):
-        validate_compare_options(check=True, leaderboard_dir=board, suite_name="geneval", backbone_name="analytic", steps_list=[5])
-    validate_compare_options(check=True, leaderboard_dir=board, suite_name="geneval", backbone_name="analytic", steps_list=[3, 5])
+        validate_compare_options(R(check=True, leaderboards=board, steps=[5]), backbone_name="analytic")
+    validate_compare_options(R(check=True, leaderboards=board, steps=[3, 5]), backbone_name="analytic")
     with pytest.raises(JsbenchError, match="--tolerance must be"):
-        validate_compare_options(check=True, tolerance=float("nan"))
-    validate_compare_options(check=False, tolerance=-1)  # the tolerance is the check's: unused without --check
+        validate_compare_options(R(check=True, tolerance=float("nan")))
+    validate_compare_options(R(tolerance=-1))  # the tolerance is the check's: unused without --check
 
     base = "jsbench compare --suite geneval --backbone analytic --steps 3 --seeds 2"
-    assert compare_command("geneval", "analytic", [3], seeds=2, zoo=list(DEFAULT_ZOO)) == base
+    assert compare_command(R(steps=[3], seeds=2)) == base  # no --zoo: the backbone's default rows
     # a named zoo is shown even when it spells the default list: re-running the command runs its opt-in rows
-    assert compare_command("geneval", "analytic", [3], seeds=2, zoo=list(DEFAULT_ZOO), zoo_explicit=True) == base + " --zoo " + ",".join(DEFAULT_ZOO)
-    assert compare_command("geneval", "analytic", [3], seeds=2, zoo=[], check=True, strict=True) == base + " --zoo none --check --strict"
-    assert compare_command("geneval", "analytic", [3], seeds=2, zoo=["karras"], check=True, tolerance=3) == base + " --zoo karras --check --tolerance 3"
+    assert compare_command(R(steps=[3], seeds=2, zoo=",".join(DEFAULT_ZOO))) == base + " --zoo " + ",".join(DEFAULT_ZOO)
+    assert compare_command(R(steps=[3], seeds=2, zoo="none", check=True, strict=True)) == base + " --zoo none --check --strict"
+    assert compare_command(R(steps=[3], seeds=2, zoo="karras", check=True, tolerance=3)) == base + " --zoo karras --check --tolerance 3"
+    assert compare_command(R(steps=[3], seeds=2, limit=2, zoo=" karras, oss ")) == base + " --zoo karras,oss --limit 2"  # the parsed zoo
 
 
 def test_recipe_run_command_names_its_zoo():
-    from jsbench.compare import DEFAULT_SEEDS, EVAL_SEED_BASE, recipe_run_command
+    from jsbench.compare_request import compare_command, recipe_request
 
-    run = {"suite": "geneval", "backbone": "scenes-dit", "steps": [3], "model": None, "seeds": DEFAULT_SEEDS, "schedule": [],
-           "distilled": [], "seed_base": EVAL_SEED_BASE}
-    assert "--zoo" not in recipe_run_command({**run, "zoo": None})
-    assert recipe_run_command({**run, "zoo": "karras,oss,oss-image"}).endswith("--steps 3 --zoo karras,oss,oss-image")
+    run = {"suite": "geneval", "backbone": "scenes-dit", "steps": [3], "seed_base": 0}
+    assert "--zoo" not in compare_command(recipe_request(run))
+    assert compare_command(recipe_request({**run, "zoo": "karras,oss,oss-image"})).endswith("--steps 3 --zoo karras,oss,oss-image")
+
+
+def _compare_command():
+    return typer.main.get_command(cli_module.app).commands["compare"]
+
+
+def test_every_compare_request_field_is_a_compare_option_with_its_default_and_help():
+    from jsbench.compare_request import CompareRequest
+
+    params = {p.name: p for p in _compare_command().params}
+    for f in dataclasses.fields(CompareRequest):
+        assert f.name in params, f"CompareRequest.{f.name} is not an option of `jsbench compare`"
+        p = params[f.name]
+        default = p.default.value if hasattr(p.default, "value") else p.default
+        assert default == (list(f.default) if isinstance(f.default, tuple) else f.default) and p.help == f.metadata["help"]
+        assert p.rich_help_panel, f"--{f.name} is in no --help panel (cli._COMPARE_PANELS)"
+    assert set(params) == {f.name for f in dataclasses.fields(CompareRequest)}  # the request is the whole command
+    assert params["all_runs"].opts == ["--all"] and params["all_runs"].secondary_opts == []
+    assert params["check"].secondary_opts == ["--no-check"] and params["steps"].multiple
+
+
+def test_the_cli_builds_the_request_run_command_takes(cli, monkeypatch):
+    """cli.py builds the request from the options (plain values: lists as tuples, paths, the format's
+    value) and hands it to jsbench.compare_runs.run_command, whose return is the exit code."""
+    import jsbench.compare_runs
+    from jsbench.compare_request import CompareRequest
+
+    seen = []
+    monkeypatch.setattr(jsbench.compare_runs, "run_command", lambda request, **kw: seen.append((request, kw)) or 1)
+    code, _, _ = cli("compare", "--steps", "2", "--steps", "4", "--schedule", "shift:3", "--format", "json", "--records", "r.jsonl",
+                     "--check", "--report", "a.md", "--tolerance", "3", "--seeds", "8")
+    assert code == 1
+    [(request, kw)] = seen
+    assert request == CompareRequest(steps=(2, 4), schedule=("shift:3",), format="json", records=Path("r.jsonl"), check=True,
+                                     report=(Path("a.md"),), tolerance=3.0, seeds=8)
+    assert set(kw["given"]) == {"steps", "schedule", "format", "records", "check", "report", "tolerance", "seeds"}
+
+
+def test_a_request_round_trips_through_its_command_text():
+    from jsbench.compare_request import CompareRequest as R, compare_command, parse_compare_command
+
+    for request in (R(), R(steps=(3,), seeds=2, zoo="none", check=True, strict=True, tolerance=3.0),
+                    R(suite="ocr", backbone="flux-dev", model="/models/flux dev", steps=(5, 8), guidance=3.5, seeds=4, seed_base=7,
+                      schedule=("shift:3", "policy:/runs/a b"), distilled=("flux-schnell=/m/s",), ocr_protocol="mario",
+                      zoo="karras,beta:0.5,0.7,oss", limit=2),
+                    R(check=True, tolerance=0.5)):
+        text = compare_command(request)
+        assert parse_compare_command(text) == request, text
+        assert compare_command(parse_compare_command(text)) == text
+    # any compare command line reads, the options it does not render too
+    assert parse_compare_command("jsbench compare --no-plots --report a.md --report b.json --batch-size=4 --all") == R(
+        plots=False, report=(Path("a.md"), Path("b.json")), batch_size=4, all_runs=True)
+    for text, fragment in (("jsbench eval --steps 3", "not a jsbench compare command"), ("jsbench compare --speed 2", "unknown option"),
+                           ("jsbench compare --steps", "needs a value"), ("jsbench compare --seeds many", "takes an integer")):
+        with pytest.raises(JsbenchError, match=fragment):
+            parse_compare_command(text)
+
+
+def test_a_real_models_section_names_its_protocols_seeds_and_zoo():
+    from jsbench.compare_request import CompareRequest as R, compare_command, recorded_request
+    from jsbench.protocol import default_zoo
+
+    embedded = R(steps=(3, 5))
+    assert recorded_request(embedded, real=False) == embedded  # the committed sections' commands name neither
+    real = recorded_request(R(suite="ocr", backbone="flux-dev", steps=(3,)), real=True)
+    assert real.seeds == 4 and real.zoo == ",".join(default_zoo(True))
+    assert compare_command(real).endswith(f"--seeds 4 --zoo {real.zoo}")
+    assert recorded_request(R(backbone="flux-dev", seeds=2, zoo="karras"), real=True) == R(backbone="flux-dev", seeds=2, zoo="karras")
+
+
+def test_every_committed_section_command_round_trips():
+    """The command each committed leaderboard section records reads back into a request that renders it again."""
+    import csv
+
+    from jsbench.compare_request import compare_command, parse_compare_command
+
+    root = Path(__file__).resolve().parents[1] / "leaderboards"
+    commands = {r["command"] for name in ("geneval.csv", "ocr.csv") for r in csv.DictReader(open(root / name)) if r.get("command")}
+    assert len(commands) >= 4
+    for text in commands:
+        assert compare_command(parse_compare_command(text)) == text
+
+
+def test_the_committed_recipe_reads_into_requests_and_writes_back_byte_for_byte(tmp_path):
+    from jsbench.compare_request import CompareRequest, compare_command, read_recipe, recipe_text, write_recipe
+    from jsbench.evaluate import EVAL_SEED_BASE
+
+    committed = Path(__file__).resolve().parents[1] / "leaderboards" / "recipe.json"
+    requests = read_recipe(committed)
+    assert all(isinstance(r, CompareRequest) for r in requests) and len(requests) == 4
+    assert requests[1] == CompareRequest(backbone="scenes-dit", steps=(3,), zoo="karras,oss,oss-image,searched")
+    assert recipe_text(requests) == committed.read_text()
+    assert write_recipe(tmp_path / "recipe.json", requests).read_bytes() == committed.read_bytes()
+    # each run's command is the one its committed section records
+    assert compare_command(requests[0]) == "jsbench compare --suite geneval --backbone analytic --steps 3 --steps 5"
+    # a request written and read back is the same request, its recipe keys set away from their defaults
+    more = [CompareRequest(suite="ocr", backbone="sdxl", model="stabilityai/sdxl", steps=(5,), seeds=4, seed_base=9,
+                           schedule=("shift:3",), distilled=("flux-schnell",), zoo="none", ocr_protocol="mario")]
+    assert read_recipe(write_recipe(tmp_path / "more.json", more)) == more
+    assert CompareRequest().seed_base == EVAL_SEED_BASE  # the request's default is evaluate's (declared without importing torch)

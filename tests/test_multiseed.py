@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from jsbench.backbones import load_backbone
-from jsbench.compare import compare_command, read_recipe, run_compare, shipped_policies
+from jsbench.compare import run_compare, shipped_policies
+from jsbench.compare_request import CompareRequest, compare_command, read_recipe
 from jsbench.evaluate import NOISE_SEED_RANGE, encode_rows, evaluate, noise_seed, resolve_schedule
 from jsbench.results import paired_metrics, run_metrics
 from jsbench.suites import load_suite
@@ -59,13 +60,17 @@ def row(tmp_path_factory):
     return root
 
 
+def _request(row, tmp_path, **kw):
+    return CompareRequest(steps=(3,), policies=row, records=tmp_path / "r.jsonl", leaderboards=tmp_path / "lb", seeds=2, zoo="none",
+                          plots=False, progress=False, **kw)
+
+
 def test_multi_seed_row_is_the_mean_over_seeds_with_a_two_level_se(row, tmp_path):
     bb = load_backbone("analytic")
     suite = load_suite("geneval", bb)
     [seeds] = shipped_policies(row, "analytic", 3)
     assert [p.name for p in seeds] == ["seed0", "seed1", "seed2"]
-    result = run_compare(bb, suite, [3], policies_dir=row, records_path=tmp_path / "r.jsonl", leaderboard_dir=tmp_path / "lb", seeds=2,
-                         plots=False, progress=False, log=lambda m: None, seed_base=7)
+    result = run_compare(_request(row, tmp_path, seed_base=7), bb, suite, log=lambda m: None)
     rows = {r["method"]: r for r in result.tables[0].rows}
     learned = rows["global"]
     assert learned["train_seeds"] == 3 and learned["converged"] is False and rows["default"]["train_seeds"] is None
@@ -100,10 +105,9 @@ def test_multi_seed_row_is_the_mean_over_seeds_with_a_two_level_se(row, tmp_path
     assert f"{float(g['value']):.3f} ± {float(g['stderr']):.3f} [{float(g['ci_low']):.3f}, {float(g['ci_high']):.3f}]" in md
     assert "[lo, hi]: 95 % interval, Student t" in md
     assert "sha256(p, 7 + k)" in md
-    assert "--seed-base 7" in compare_command("geneval", "analytic", [3], seed_base=7)  # the command each section shows
+    assert "--seed-base 7" in compare_command(CompareRequest(steps=(3,), seed_base=7))  # the command each section shows
     # the committed per-image scores are the mean over seeds: the check pairs a fresh run with them exactly
-    check = run_compare(bb, suite, [3], policies_dir=row, records_path=tmp_path / "r.jsonl", leaderboard_dir=tmp_path / "lb", seeds=2,
-                        plots=False, progress=False, log=lambda m: None, seed_base=7, check=True)
+    check = run_compare(_request(row, tmp_path, seed_base=7, check=True), bb, suite, log=lambda m: None)
     assert check.check.exit_code == 0 and all(r.delta == 0 for r in check.check.rows if r.method == "global")
     # a leaderboard committed before the df and interval columns is still read and checked
     from jsbench.leaderboard import CI_FIELDS
@@ -116,8 +120,7 @@ def test_multi_seed_row_is_the_mean_over_seeds_with_a_two_level_se(row, tmp_path
     writer.writeheader()
     writer.writerows(old_rows)
     (tmp_path / "lb" / "geneval.csv").write_text(buf.getvalue())
-    older = run_compare(bb, suite, [3], policies_dir=row, records_path=tmp_path / "r.jsonl", leaderboard_dir=tmp_path / "lb", seeds=2,
-                        plots=False, progress=False, log=lambda m: None, seed_base=7, check=True)
+    older = run_compare(_request(row, tmp_path, seed_base=7, check=True), bb, suite, log=lambda m: None)
     assert older.check.exit_code == 0 and [(r.method, r.task, r.verdict) for r in older.check.rows] == [
         (r.method, r.task, r.verdict) for r in check.check.rows]
     kept = tables_from_csv(read_committed(tmp_path / "lb" / "geneval.csv"))
@@ -126,8 +129,7 @@ def test_multi_seed_row_is_the_mean_over_seeds_with_a_two_level_se(row, tmp_path
     from jsbench.report import CheckError
 
     with pytest.raises(CheckError, match="seeds"):
-        run_compare(bb, suite, [3], policies_dir=row, records_path=tmp_path / "r.jsonl", leaderboard_dir=tmp_path / "lb", seeds=2,
-                    plots=False, progress=False, log=lambda m: None, seed_base=0, check=True)
+        run_compare(_request(row, tmp_path, seed_base=0, check=True), bb, suite, log=lambda m: None)
 
 
 def test_policies_list_shows_every_training_seed(row, cli):
@@ -151,9 +153,9 @@ def test_eval_records_its_seed_base(cli, tmp_path):
 def test_recipe_takes_a_seed_base(tmp_path):
     path = tmp_path / "recipe.json"
     path.write_text(json.dumps({"runs": [{"suite": "geneval", "backbone": "analytic", "steps": [3], "seed_base": 100}]}))
-    assert read_recipe(path)[0]["seed_base"] == 100
+    assert read_recipe(path)[0].seed_base == 100
     path.write_text(json.dumps({"runs": [{"suite": "geneval", "backbone": "analytic", "steps": [3]}]}))
-    assert read_recipe(path)[0]["seed_base"] == 0
+    assert read_recipe(path)[0].seed_base == 0
 
 
 def test_eval_of_a_multi_seed_row_folder_names_its_seeds(row, cli):

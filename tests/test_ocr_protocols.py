@@ -182,13 +182,12 @@ def test_the_cli_refuses_ocr_protocol_off_the_ocr_suite_before_loading(cli, comm
 
 
 def test_compare_names_the_protocol_in_its_command_and_recipe():
-    from jsbench.compare import compare_command, recipe_run_command
+    from jsbench.compare_request import CompareRequest, compare_command, recipe_request
 
-    assert compare_command("ocr", "analytic", [3], ocr_protocol="mario").endswith("--ocr-protocol mario")
-    assert "--ocr-protocol" not in compare_command("ocr", "analytic", [3])
-    run = {"suite": "ocr", "backbone": "analytic", "steps": [3], "model": None, "seeds": 16, "schedule": [], "distilled": [], "zoo": None,
-           "seed_base": 0, "ocr_protocol": "mario"}
-    assert "--ocr-protocol mario" in recipe_run_command(run)
+    assert compare_command(CompareRequest(suite="ocr", steps=(3,), ocr_protocol="mario")).endswith("--ocr-protocol mario")
+    assert "--ocr-protocol" not in compare_command(CompareRequest(suite="ocr", steps=(3,)))
+    run = {"suite": "ocr", "backbone": "analytic", "steps": [3], "seed_base": 0, "ocr_protocol": "mario"}
+    assert "--ocr-protocol mario" in compare_command(recipe_request(run))
 
 
 # ------------------------------------------------------------------------------ sections of one protocol

@@ -14,6 +14,7 @@ import torch
 
 from jsbench.backbones import load_backbone
 from jsbench.compare import run_compare
+from jsbench.compare_request import CompareRequest
 from jsbench.evaluate import noise_seed, resolve_schedule
 from jsbench.protocol import first_per_task
 from jsbench.runs import run_eval
@@ -59,9 +60,9 @@ class _Interrupt(Exception):
 
 
 def _compare(bb, suite, items, root: Path, **kw):
-    return run_compare(bb, suite, [3], policies_dir=root / "no-policies", records_path=root / "records.jsonl",
-                       leaderboard_dir=root / "lb", seeds=SEEDS, plots=False, progress=False, log=lambda m: None,
-                       zoo=[], extra_schedules=["shift:3"], items=items, batch_size=4, **kw)
+    request = CompareRequest(steps=(3,), policies=root / "no-policies", records=root / "records.jsonl", leaderboards=root / "lb", seeds=SEEDS,
+                             plots=False, progress=False, zoo="none", schedule=("shift:3",), batch_size=4, **kw)
+    return run_compare(request, bb, suite, items=items, log=lambda m: None)
 
 
 def test_an_interrupted_compare_resumes_without_resampling_finished_images(world, tmp_path, monkeypatch):

@@ -140,6 +140,22 @@ def test_compare_all_refuses_per_run_options_and_a_bad_recipe(cli, tmp_path):
     _one_line_refusal(cli("compare", "--all", "--leaderboards", tmp_path), "unknown key 'speed'")
     _one_line_refusal(cli("compare", "--all", "--backbone", "analytic", "--leaderboards", tmp_path), "--all takes --backbone")
     _one_line_refusal(cli("compare", "--all", "--leaderboards", tmp_path / "nowhere"), "no recipe at")
+    _one_line_refusal(cli("compare", "--all", "--seed-base", "3", "--leaderboards", tmp_path), "--all takes --seed-base")
+
+
+def test_compare_all_refuses_a_bad_run_before_the_first_run_starts(cli, tmp_path, monkeypatch):
+    """Every recipe run's refusals come before any weights load: a bad third run stops the first two too."""
+    import json
+
+    import jsbench.backbones
+
+    monkeypatch.setattr(jsbench.backbones, "load_backbone", lambda *a, **k: (_ for _ in ()).throw(AssertionError("weights loaded")))
+    good = {"suite": "geneval", "backbone": "analytic", "steps": [3]}
+    for bad, fragment in (({"zoo": "magic"}, "'magic' is not a zoo schedule"), ({"ocr_protocol": "mario"}, "--ocr-protocol")):
+        (tmp_path / "recipe.json").write_text(json.dumps({"runs": [good, good, {**good, **bad}]}))
+        code, out, err = cli("compare", "--all", "--leaderboards", tmp_path, "--no-progress")
+        assert code == 2, err
+        _one_line_refusal((code, out, err), fragment)
 
 
 @pytest.mark.slow  # three evaluations of the analytic world (default and ceiling rows)

@@ -467,13 +467,13 @@ def test_parse_zoo_keeps_beta_parameters_and_refuses_unknown_rows():
 
 def test_compare_puts_zoo_rows_beside_default_with_paired_deltas(analytic, tmp_path):
     from jsbench.compare import run_compare
+    from jsbench.compare_request import CompareRequest
     from jsbench.suites import load_suite
 
     logs = []
-    result = run_compare(
-        analytic, load_suite("geneval", analytic), [3], policies_dir=tmp_path / "none", records_path=tmp_path / "r.jsonl",
-        leaderboard_dir=tmp_path / "lb", seeds=1, plots=False, progress=False, log=logs.append, zoo=["karras", "ays", "oss:16"],
-    )
+    request = CompareRequest(steps=(3,), policies=tmp_path / "none", records=tmp_path / "r.jsonl", leaderboards=tmp_path / "lb", seeds=1,
+                             plots=False, progress=False, zoo="karras,ays,oss:16")
+    result = run_compare(request, analytic, load_suite("geneval", analytic), log=logs.append)
     rows = {r["method"]: r for t in result.tables for r in t.rows}
     assert {"default", "karras", "oss"} <= set(rows) and "ays" not in rows
     assert any("skipping ays" in m for m in logs)
