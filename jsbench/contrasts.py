@@ -37,6 +37,11 @@ HEADLINE_CONTRASTS = (
     ("js", "js-plugin", "js − js-plugin"),
     ("js", "jspo", "js − jspo"),
     ("js", "js (prompt-only)", "noise + prompt − prompt only"),
+    # the peer methods (docs/peer-methods.md): one-shot against step-by-step and against teacher-distilled
+    ("tpdm (js)", "global", "step-by-step − global"),
+    ("indis", "global", "distilled − global"),
+    ("js", "tpdm (js)", "one-shot − step-by-step"),
+    ("js", "indis", "reward − distilled"),
 )
 CSV_FIELDS = ["backbone", "model_id", "steps", "contrast", "a", "b", "delta", "stderr", "df", "ci_low", "ci_high", "p", "image_se",
               "seed_sd", "train_seeds", "seeds_to_resolve", "stderr_unpaired_seeds"]

@@ -26,7 +26,7 @@ from jsbench.stats import SE_LEGEND, T_LEGEND, TWO_LEVEL_LEGEND, t_interval
 from jsbench.suites.base import TASK_MEAN_RULE
 from jsbench.zoo.registry import zoo_rank
 
-METHOD_ORDER = ["default", "uniform", "global", "js", "js (prompt-only)", "js-plugin", "rloo", "xctx", "none"]
+METHOD_ORDER = ["default", "uniform", "global", "js", "js (prompt-only)", "js-plugin", "rloo", "xctx", "tpdm (js)", "indis", "none"]
 
 
 def method_rank(method: str) -> tuple:
