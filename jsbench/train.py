@@ -313,6 +313,14 @@ class Trainer:
             record["reward"] = float(rewards[~bad].mean()) if (~bad).any() else float("nan")
             return record
         loss, lam = self.policy_loss(ro)
+        grad_norm = self.optimize(loss, record)
+        if grad_norm is not None:
+            record.update(loss=self.dist.sum_scalar(float(loss.detach())), grad_norm=grad_norm, shrinkage=lam)
+        return record
+
+    def optimize(self, loss: torch.Tensor, record: dict) -> float | None:
+        """Back-propagate `loss` (gradients summed over processes) and take one clipped optimizer step; the
+        gradient norm, or None on a non-finite gradient, when no step is taken and `record` says so."""
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.dist.sum_gradients(self.policy.parameters())
@@ -320,10 +328,9 @@ class Trainer:
         if not torch.isfinite(grad_norm):
             self.optimizer.zero_grad(set_to_none=True)
             record.update(skipped="non-finite gradient: update skipped")
-            return record
+            return None
         self.optimizer.step()
-        record.update(loss=self.dist.sum_scalar(float(loss.detach())), grad_norm=float(grad_norm), shrinkage=lam)
-        return record
+        return float(grad_norm)
 
     def heldout_score(self) -> dict:
         """The policy's score on the held-out set now: each held-out prompt's image on its own fixed noise

@@ -120,15 +120,9 @@ def indis_step(trainer, it: int) -> dict:
     if not torch.isfinite(loss):
         record.update(skipped="non-finite loss: update skipped")
         return record
-    trainer.optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    grad_norm = torch.nn.utils.clip_grad_norm_(trainer.policy.parameters(), trainer.config.grad_clip)
-    if not torch.isfinite(grad_norm):
-        trainer.optimizer.zero_grad(set_to_none=True)
-        record.update(skipped="non-finite gradient: update skipped")
-        return record
-    trainer.optimizer.step()
-    record.update(loss=value, grad_norm=float(grad_norm))
+    grad_norm = trainer.optimize(loss, record)
+    if grad_norm is not None:
+        record.update(loss=value, grad_norm=grad_norm)
     return record
 
 

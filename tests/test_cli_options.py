@@ -17,13 +17,20 @@ def _train_command():
     return typer.main.get_command(cli_module.app).commands["train"]
 
 
-def test_every_train_config_field_is_a_train_option_with_its_default_and_help():
-    params = {p.name: p for p in _train_command().params}
-    for f in dataclasses.fields(TrainConfig):
-        assert f.name in params, f"TrainConfig.{f.name} is not an option of `jsbench train`"
+def assert_fields_are_options(command, config_cls) -> dict:
+    """Every field of `config_cls` is an option of the CLI `command` with the field's default and help; the
+    command's options by name."""
+    params = {p.name: p for p in command.params}
+    for f in dataclasses.fields(config_cls):
+        assert f.name in params, f"{config_cls.__name__}.{f.name} is not an option of `jsbench {command.name}`"
         p = params[f.name]
         default = p.default.value if hasattr(p.default, "value") else p.default
-        assert default == f.default and p.help == f.metadata["help"]
+        assert default == (list(f.default) if isinstance(f.default, tuple) else f.default) and p.help == f.metadata["help"]
+    return params
+
+
+def test_every_train_config_field_is_a_train_option_with_its_default_and_help():
+    params = assert_fields_are_options(_train_command(), TrainConfig)
     # the few options of train alone, and the short flags
     assert {"out", "resume", "overwrite", "progress", "processes"} <= set(params)
     assert "-B" in params["contexts"].opts and "-K" in params["samples"].opts
@@ -130,13 +137,9 @@ def _compare_command():
 def test_every_compare_request_field_is_a_compare_option_with_its_default_and_help():
     from jsbench.compare_request import CompareRequest
 
-    params = {p.name: p for p in _compare_command().params}
+    params = assert_fields_are_options(_compare_command(), CompareRequest)
     for f in dataclasses.fields(CompareRequest):
-        assert f.name in params, f"CompareRequest.{f.name} is not an option of `jsbench compare`"
-        p = params[f.name]
-        default = p.default.value if hasattr(p.default, "value") else p.default
-        assert default == (list(f.default) if isinstance(f.default, tuple) else f.default) and p.help == f.metadata["help"]
-        assert p.rich_help_panel, f"--{f.name} is in no --help panel (cli._COMPARE_PANELS)"
+        assert params[f.name].rich_help_panel, f"--{f.name} is in no --help panel (cli._COMPARE_PANELS)"
     assert set(params) == {f.name for f in dataclasses.fields(CompareRequest)}  # the request is the whole command
     assert params["all_runs"].opts == ["--all"] and params["all_runs"].secondary_opts == []
     assert params["check"].secondary_opts == ["--no-check"] and params["steps"].multiple
