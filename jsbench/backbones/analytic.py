@@ -22,7 +22,7 @@ from jsbench.backbones.base import DEFAULT_CEILING_STEPS, Condition, EulerSteppe
 from jsbench.devices import pick_device
 from jsbench.schedule import check_sigmas, shifted_sigmas
 from jsbench.world import EmbeddedWorld, token_features
-from jsbench.world.mixture import euler_flow, euler_update
+from jsbench.world.mixture import euler_flow_rows, euler_update
 
 
 ENCODING_CACHE_SIZE = 4096  # prompts whose encodings a backbone keeps (the worlds' own suites have a few hundred)
@@ -96,11 +96,18 @@ class AnalyticBackbone:
 
     def sample_latents(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:
         check_sigmas(sigmas, free_start=True)  # x_T enters at sigma_0 (OSS free start)
-        table, rows = self.world.table(cond.prompts, dtype=torch.float64, device=self.device)
-        return euler_flow(table, x_T.to(torch.float64), rows, sigmas.to(self.device, torch.float64)).to(self.dtype)
+        x_T, sigmas = x_T.to(self.device, torch.float64), sigmas.to(self.device, torch.float64)
+        groups = self._mixture_groups(list(cond.prompts))
+        if groups[0][0] is None:
+            return euler_flow_rows(groups[0][1], x_T, sigmas).to(self.dtype)
+        out = torch.empty(x_T.shape, dtype=torch.float64, device=self.device)
+        for sel, mixtures in groups:
+            out[sel] = euler_flow_rows(mixtures, x_T[sel], sigmas[sel])
+        return out.to(self.dtype)
 
     def _mixture_groups(self, prompts: list[str]) -> list[tuple[torch.Tensor | None, object]]:
-        """(row index or None for all rows, their gathered mixtures) as `sample_latents` groups the rows."""
+        """(row index or None for all rows, their gathered mixtures): the groups `sample_latents` and
+        `euler_stepper` run the flow on (one here; the detail world's one per mixture size)."""
         table, rows = self.world.table(prompts, dtype=torch.float64, device=self.device)
         return [(None, table.gather(rows))]
 

@@ -22,10 +22,7 @@ import torch
 
 from jsbench.backbones import register
 from jsbench.backbones.analytic import AnalyticBackbone
-from jsbench.backbones.base import Condition
-from jsbench.schedule import check_sigmas
 from jsbench.world.detail import DetailWorld
-from jsbench.world.mixture import euler_flow
 
 
 class DetailBackbone(AnalyticBackbone):
@@ -39,21 +36,9 @@ class DetailBackbone(AnalyticBackbone):
         super().__init__(device=device)
         self.world = DetailWorld()
 
-    def sample_latents(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:
-        """The analytic sampler, run once per group of rows whose prompts have the same number of mixture
-        components (1 to 192 here), so no row pays for another prompt's padding."""
-        check_sigmas(sigmas, free_start=True)
-        sizes = [self.world.mixture(p).means.shape[0] for p in cond.prompts]
-        out = torch.empty(x_T.shape, dtype=torch.float64, device=self.device)
-        for size in sorted(set(sizes)):
-            idx = [i for i, k in enumerate(sizes) if k == size]
-            table, rows = self.world.table([cond.prompts[i] for i in idx], dtype=torch.float64, device=self.device)
-            sel = torch.tensor(idx, device=self.device)
-            out[sel] = euler_flow(table, x_T[sel].to(self.device, torch.float64), rows, sigmas[sel].to(self.device, torch.float64))
-        return out.to(self.dtype)
-
     def _mixture_groups(self, prompts: list[str]) -> list[tuple[torch.Tensor | None, object]]:
-        """`sample_latents`' groups: the rows of each mixture size, with their gathered mixtures."""
+        """The analytic sampler's groups here: the rows of each mixture size (1 to 192 components), with their
+        gathered mixtures, so no row pays for another prompt's padding."""
         sizes = [self.world.mixture(p).means.shape[0] for p in prompts]
         groups = []
         for size in sorted(set(sizes)):

@@ -109,10 +109,13 @@ class RowMixtures:
 
 def euler_flow(table: MixtureTable, x_T: torch.Tensor, rows: torch.Tensor, sigmas: torch.Tensor) -> torch.Tensor:
     """Integrate every row along its own schedule sigmas[b] (1 -> 0) with Euler steps; returns x_0."""
+    return euler_flow_rows(table.gather(rows), x_T, sigmas)  # the rows' mixtures are the same at every step
+
+
+def euler_flow_rows(mixtures: "RowMixtures", x_T: torch.Tensor, sigmas: torch.Tensor) -> torch.Tensor:
+    """`euler_flow` on rows whose mixtures are already gathered."""
     x = x_T
-    steps = sigmas.shape[1] - 1
-    mixtures = table.gather(rows)  # the rows' mixtures are the same at every step
-    for j in range(steps):
+    for j in range(sigmas.shape[1] - 1):
         x = euler_update(mixtures, x, sigmas[:, j], sigmas[:, j + 1])
     return x
 
