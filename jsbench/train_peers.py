@@ -84,23 +84,14 @@ def tpdm_log_prob(trainer, ro) -> torch.Tensor:
 def teacher_endpoints(backbone, x_T: torch.Tensor, cond: Condition) -> torch.Tensor:
     """The teacher's x_0: `ceiling_steps` Euler steps along the default schedule, in the sampler's state dtype."""
     with torch.no_grad():
-        sigmas = backbone.default_sigmas(backbone.ceiling_steps, x_T)
-        stepper = backbone.euler_stepper(cond)
-        x = stepper.start(x_T)
-        for j in range(sigmas.shape[1] - 1):
-            x = stepper.step(x, sigmas[:, j], sigmas[:, j + 1])
-    return x
+        return backbone.euler_stepper(cond).run(x_T, backbone.default_sigmas(backbone.ceiling_steps, x_T))
 
 
 def student_endpoints(policy, backbone, x_T: torch.Tensor, cond: Condition) -> tuple[torch.Tensor, torch.Tensor]:
     """(x_0 along the policy's deterministic schedule, the schedule), differentiable in the policy's parameters."""
     with torch.enable_grad():
         sigmas = policy.differentiable_sigmas(x_T, cond.pooled, cond.tokens, cond.token_mask)
-        stepper = backbone.euler_stepper(cond)
-        x = stepper.start(x_T)
-        for j in range(sigmas.shape[1] - 1):
-            x = stepper.step(x, sigmas[:, j], sigmas[:, j + 1])
-    return x, sigmas
+        return backbone.euler_stepper(cond).run(x_T, sigmas), sigmas
 
 
 def indis_loss(policy, backbone, x_T: torch.Tensor, cond: Condition, teacher: torch.Tensor) -> torch.Tensor:

@@ -35,10 +35,7 @@ def rows(bb, n=6):
 
 def step_through(bb, cond, x_T, sigmas):
     stepper = bb.euler_stepper(cond)
-    x = stepper.start(x_T)
-    for j in range(sigmas.shape[1] - 1):
-        x = stepper.step(x, sigmas[:, j], sigmas[:, j + 1])
-    return stepper.latents(x)
+    return stepper.latents(stepper.run(x_T, sigmas))
 
 
 @pytest.mark.parametrize("name", ["analytic", "detail"])

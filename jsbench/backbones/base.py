@@ -65,6 +65,13 @@ class EulerStepper:
     latents: Callable[[torch.Tensor], torch.Tensor]
     images: Callable[[torch.Tensor], torch.Tensor]
 
+    def run(self, x_T: torch.Tensor, sigmas: torch.Tensor) -> torch.Tensor:
+        """The loop's state after every row's steps along its fixed sigmas [R, N+1] (from `start(x_T)`)."""
+        x = self.start(x_T)
+        for j in range(sigmas.shape[1] - 1):
+            x = self.step(x, sigmas[:, j], sigmas[:, j + 1])
+        return x
+
 
 @runtime_checkable
 class Backbone(Protocol):
