@@ -28,7 +28,6 @@ from jsbench.agreement import agreement, sample_rows, score_rows  # noqa: E402
 from jsbench.io import write_text_atomic  # noqa: E402
 
 DEFAULT_SCORERS = {"ocr": ["rapidocr", "tesseract", "easyocr"], "geneval": ["mask2former", "owl"]}
-DEFAULT_METRIC = {"ocr": "word_accuracy", "geneval": "correct"}
 
 
 def build_scorer(suite: str, backbone, name: str):
@@ -81,7 +80,7 @@ def main(argv: list[str] | None = None) -> dict:
         sources[source.label] = source
     start = time.perf_counter()
     images = sample_rows(backbone, sources, items, seeds)
-    metric = args.metric or DEFAULT_METRIC[args.suite]
+    metric = args.metric or next(iter(scorers.values())).primary_metric  # ocr: MARIO's accuracy; geneval: correct
     verdicts = score_rows(scorers, images, items, seeds, metric)
     table = agreement(verdicts, metric)
     result = {"suite": args.suite, "backbone": args.backbone, "steps": args.steps, "prompts": len(items),

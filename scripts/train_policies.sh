@@ -19,7 +19,7 @@ declare -A default_iters=([analytic]=400 [detail]=2000 [scenes-dit]=100)
 declare -A default_policies=([analytic]="global js js-prompt rloo xctx" [detail]="global js js-prompt rloo" [scenes-dit]="global js rloo xctx")
 declare -A suite_steps=([ocr]="3 5")
 STEPS="${STEPS:-${suite_steps[$SUITE]:-${default_steps[$BACKBONE]:-3}}}"
-declare -A suite_iters=([ocr]=80)  # OCR: ~2 CPU-s an update on analytic (tesseract reads every sample)
+declare -A suite_iters=([ocr]=80)  # OCR: ~2.1 CPU-s an update on analytic (rapidocr reads every sample)
 declare -A suite_policies=([ocr]="global js rloo xctx")
 ITERS="${ITERS:-${suite_iters[$SUITE]:-${default_iters[$BACKBONE]:-200}}}"
 POLICIES="${POLICIES:-${suite_policies[$SUITE]:-${default_policies[$BACKBONE]:-global js rloo}}}"
@@ -27,7 +27,7 @@ PREFIX=""
 [ "$SUITE" = geneval ] || PREFIX="$SUITE-"
 # training seeds are independent (each its own init, contexts and noise stream); 8 where a run is cheap
 declare -A default_seeds=([analytic]="0 1 2 3 4 5 6 7" [detail]="0 1 2 3 4 5 6 7" [scenes-dit]="0 1 2 3 4 5 6 7")
-declare -A suite_seeds=([ocr]="0 1 2")
+declare -A suite_seeds=([ocr]="0 1 2 3 4 5 6 7")
 SEEDS="${SEEDS:-${suite_seeds[$SUITE]:-${default_seeds[$BACKBONE]:-0 1 2}}}"
 JOBS="${JOBS:-1}"
 OUT="${OUT:-policies/$BACKBONE}"

@@ -61,10 +61,12 @@ def test_two_ocr_engines_on_identical_images():
     sources = {s: resolve_schedule(s, bb, 3, suite=suite) for s in ("default", "ceiling")}
     images = sample_rows(bb, sources, items, [0])
     assert set(images) == {"default", "ceiling"} and images["ceiling"].shape[0] == 3
-    verdicts = score_rows(engines, images, items, [0], "word_accuracy")
-    # the ceiling's images are clean text: both engines read every word
-    assert verdicts["rapidocr"]["ceiling"] == verdicts["tesseract"]["ceiling"] == [1.0, 1.0, 1.0]
-    table = agreement(verdicts, "word_accuracy")
+    verdicts = score_rows(engines, images, items, [0], "accuracy")
+    # the ceiling's images are clean text and both engines read every word, but MARIO takes each detection
+    # as one token: rapidocr detects "river" and "dream" apart, tesseract one line "river dream" (accuracy 0)
+    assert [it.metadata["targets"] for it in items] == [["river", "dream"], ["forest"], ["gold"]]
+    assert verdicts["rapidocr"]["ceiling"] == [1.0, 1.0, 1.0] and verdicts["tesseract"]["ceiling"] == [0.0, 1.0, 1.0]
+    table = agreement(verdicts, "accuracy")
     assert table.pairs[0].n_images == 6 and 0.0 <= table.pairs[0].agreement <= 1.0
     with pytest.raises(JsbenchError, match="gives no"):
         score_rows(engines, images, items, [0], "correct")

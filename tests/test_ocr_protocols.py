@@ -126,8 +126,9 @@ def test_the_suite_scores_and_pools_as_mario(single_quoted, monkeypatch):
     assert {k for _, k in metrics} == {"accuracy", "precision", "recall", "f_measure"}
 
 
-def test_words_stays_the_default_and_reads_as_before(single_quoted, monkeypatch):
-    suite = OcrSuite(prompts_file=single_quoted)
+def test_mario_is_the_default_and_words_reads_as_before_by_name(single_quoted, monkeypatch):
+    assert OcrSuite().protocol == "mario" and OcrSuite().primary_metric == "accuracy"
+    suite = OcrSuite(prompts_file=single_quoted, protocol="words")
     assert suite.protocol == "words" and suite.primary_metric == "word_accuracy"
     assert suite.provenance() == {"ocr_engine": "rapidocr", "protocol": "words"}
     items = suite.items("all")
@@ -137,15 +138,19 @@ def test_words_stays_the_default_and_reads_as_before(single_quoted, monkeypatch)
     assert scores[1] == image_metrics("jazz night", items[1].prompt)
 
 
-def test_mario_on_the_text_worlds_prompts_finds_no_target(monkeypatch):
-    """Why `words` stays the default: the text world quotes with double quotes, so under `mario` every image
-    scores recall 0, and accuracy 1 only where nothing is read."""
-    suite = OcrSuite(protocol="mario")
-    items = suite.items("test")
-    assert all(mario_targets(it.prompt) == [] for it in suite.items("all"))
-    monkeypatch.setattr(suite, "_engine", FakeEngine([it.metadata["targets"] for it in items[:2]] + [[]]))
-    scores = suite.score(torch.zeros(3, 3, 8, 8), items[:3])
-    assert scores == [{"accuracy": 0.0, "precision": 0.0, "recall": 0.0}] * 2 + [{"accuracy": 1.0, "precision": 0.0, "recall": 0.0}]
+def test_mario_finds_every_target_of_the_text_worlds_prompts(monkeypatch):
+    """The text world quotes MARIO's way (single quotes, no apostrophe inside a target), so MARIO's targets are
+    the words the world draws, for every prompt of the suite."""
+    suite = OcrSuite()
+    assert all(mario_targets(it.prompt) == it.metadata["targets"] for it in suite.items("all"))
+    items = [it for it in suite.items("test") if it.task == "two_words"][:1] + [it for it in suite.items("test") if it.task == "one_word"][:2]
+    a, b = items[0].metadata["targets"]
+    # word by word in either order: accuracy 1; one line holding both words: one token, matching neither
+    monkeypatch.setattr(suite, "_engine", FakeEngine([[b.upper(), a], items[1].metadata["targets"], [f"{items[2].metadata['targets'][0]} x"]]))
+    scores = suite.score(torch.zeros(3, 3, 8, 8), items)
+    assert scores[0] == {"accuracy": 1.0, "precision": 2 / (2 + EPS), "recall": 2 / (2 + EPS)}
+    assert scores[1] == {"accuracy": 1.0, "precision": 1 / (1 + EPS), "recall": 1 / (1 + EPS)}
+    assert scores[2] == {"accuracy": 0.0, "precision": 0.0, "recall": 0.0}
 
 
 def test_an_engine_without_detections_is_refused_under_mario(single_quoted, monkeypatch):

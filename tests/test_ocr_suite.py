@@ -17,7 +17,7 @@ def suite() -> OcrSuite:
 
 def test_registered_with_items_per_split(suite):
     assert "ocr" in available_suites()
-    assert suite.name == "ocr" and suite.primary_metric == "word_accuracy"
+    assert suite.name == "ocr" and suite.primary_metric == "accuracy" and suite.protocol == "mario"
     test, train = suite.items("test"), suite.items("train")
     assert len(test) == 40 and len(train) == 120
     assert {it.task for it in test} <= set(TASKS)
@@ -51,7 +51,8 @@ def test_worlds_without_text_are_refused_in_one_line(name):
     load_suite("ocr", backbone_class("sdxl"))
 
 
-def test_score_and_aggregate_with_real_ocr(suite):
+def test_score_and_aggregate_with_real_ocr():
+    suite = OcrSuite(protocol="words")
     items = suite.items("test")[:6]
     good = [text_latent(_drawn(" ".join(it.metadata["targets"]), "upper")) for it in items[:4]]
     # two wrong images: a different word, and nothing at all
@@ -68,6 +69,17 @@ def test_score_and_aggregate_with_real_ocr(suite):
     p, r = metrics[("overall", "precision")].value, metrics[("overall", "recall")].value
     assert f.value == pytest.approx(2 * p * r / (p + r))
     assert {k for _, k in metrics} == {"word_accuracy", "accuracy", "precision", "recall", "f_measure", "ned", "ocr_reward"}
+
+
+def test_mario_scores_real_ocr_of_one_word_drawn_right_and_wrong(suite):
+    items = [it for it in suite.items("test") if it.task == "one_word"][:3]
+    good = [text_latent(_drawn(it.metadata["targets"][0], "upper")) for it in items[:2]]
+    images = render_text(torch.stack(good + [text_latent("zebra")]))
+    scores = suite.score(images, items)
+    assert [s["accuracy"] for s in scores] == [1.0, 1.0, 0.0]
+    metrics = {(m.task, m.metric): m for m in suite.aggregate(scores, items)}
+    assert metrics[("overall", "accuracy")].value == pytest.approx(2 / 3)
+    assert {k for _, k in metrics} == {"accuracy", "precision", "recall", "f_measure"}
 
 
 def test_score_checks_lengths(suite):

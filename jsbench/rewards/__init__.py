@@ -19,6 +19,10 @@ __all__ = ["Reward", "register_reward", "load_reward", "available_rewards", "Unk
 
 
 class Reward(Protocol):
+    """A reward: images and their prompts in, one value per image out. A reward that can score only some
+    prompts may also define `check_prompts(prompts)`, raising a JsbenchError naming the first it cannot;
+    training calls it on its prompts before anything is written."""
+
     name: str
 
     def __call__(self, images: torch.Tensor, prompts: Sequence[str]) -> torch.Tensor: ...

@@ -466,14 +466,18 @@ class OcrReward(_EngineReward):
         super().__init__(engine, **engine_options)
         self.contains_ok = contains_ok
 
+    def check_prompts(self, prompts: Sequence[str]) -> None:
+        """One line naming the first prompt with no quoted text."""
+        for p in prompts:
+            if not target_words(p):
+                raise JsbenchError(f"the ocr reward needs quoted text in every prompt; none in {p!r}")
+
     def __call__(self, images: torch.Tensor, prompts: Sequence[str]) -> torch.Tensor:
         prompts = list(prompts)
         if len(prompts) != images.shape[0]:
             raise ValueError(f"{len(prompts)} prompts for {images.shape[0]} images")
+        self.check_prompts(prompts)
         targets = [" ".join(target_words(p)) for p in prompts]
-        for p, t in zip(prompts, targets):
-            if not t:
-                raise JsbenchError(f"the ocr reward needs quoted text in every prompt; none in {p!r}")
         texts = self.engine.read(images)
         values = [ocr_reward(r, t, self.contains_ok) for r, t in zip(texts, targets)]
         return torch.tensor(values, dtype=torch.float32)
@@ -481,18 +485,24 @@ class OcrReward(_EngineReward):
 
 class FlowGrpoOcrReward(_EngineReward):
     """The `ocr-flowgrpo` reward, Flow-GRPO's flow_grpo/ocr.py (`jsbench.scoring.flowgrpo`): the first
-    double-quoted span against the engine's detections joined, ASCII spaces removed. On the text world's
-    prompts (one double-quoted span of plain words) it equals `ocr`; it differs on prompts with several quoted
-    spans or with curly or single quotes, and where a detection holds a tab or a newline."""
+    double-quoted span against the engine's detections joined, ASCII spaces removed. It scores no prompt that
+    quotes only with single quotes, as the text world's own do (MARIO-Eval's style): training refuses those
+    before it starts; on a prompt file quoting one double-quoted span of plain words it equals `ocr`. It
+    differs on prompts with several quoted spans or with curly quotes, and where a detection holds a tab or a
+    newline."""
 
     name = "ocr-flowgrpo"
+
+    def check_prompts(self, prompts: Sequence[str]) -> None:
+        """One line naming the first prompt Flow-GRPO's rule cannot score (no double-quoted target)."""
+        for p in prompts:
+            flowgrpo_target(p)
 
     def __call__(self, images: torch.Tensor, prompts: Sequence[str]) -> torch.Tensor:
         prompts = list(prompts)
         if len(prompts) != images.shape[0]:
             raise ValueError(f"{len(prompts)} prompts for {images.shape[0]} images")
-        for p in prompts:  # refused before any reading
-            flowgrpo_target(p)
+        self.check_prompts(prompts)  # refused before any reading
         values = [flowgrpo_reward(lines, p) for lines, p in zip(read_detections(self.engine, images), prompts)]
         return torch.tensor(values, dtype=torch.float32)
 

@@ -5,14 +5,12 @@ Prompts are the text world's own seeded set (`make_text_prompts(seed=0, n=160)`,
 single quotes). The task of an item is how many words it quotes (`one_word`, `two_words`, `many_words`).
 
 Two protocols read an image (`protocol=`, the CLI's --ocr-protocol; docs/ocr-protocols.md):
-- `words` (the default): jsbench's reading (`jsbench.scoring.text.image_metrics`): targets in double or
-  single quotes, read text split into words; MARIO-Eval's accuracy, precision and recall on those, plus
-  word_accuracy (the headline), ned and ocr_reward.
-- `mario`: TextDiffuser's eval/ocr_eval.py to the letter (`jsbench.scoring.mario`): targets only inside
-  ASCII single quotes, each detection one token, blank ones counted; accuracy (the headline), precision,
-  recall. The text world's prompts quote with double quotes, so MARIO finds no target in any of them: every
-  image scores precision 0, recall 0 and accuracy 1 exactly when nothing is read. It is meaningful on prompts
-  that quote MARIO's way (`prompts_file=`), and the default stays `words` until the text world's do.
+- `mario` (the default): TextDiffuser's eval/ocr_eval.py to the letter (`jsbench.scoring.mario`): targets
+  only inside ASCII single quotes (the text world's prompts quote that way), each detection one token, blank
+  ones counted; accuracy (the headline), precision, recall.
+- `words`: jsbench's earlier reading (`jsbench.scoring.text.image_metrics`): targets in double or single
+  quotes, read text split into words; MARIO-Eval's accuracy, precision and recall on those, plus
+  word_accuracy (its headline), ned and ocr_reward.
 The protocol is part of every record's provenance (`protocol`): a section scored under another is another
 section, and `compare --check` never pairs two.
 
@@ -47,9 +45,9 @@ from jsbench.suites.base import EvalItem, Suite, TaskMetric, aggregate_by_task
 SUITE_PROMPTS = 160
 SUITE_SEED = 0
 TASKS = ("one_word", "two_words", "many_words")
-# `words` until the text world's prompts quote MARIO's way: on today's double-quoted prompts MARIO finds no
-# target, and its accuracy would count the images in which nothing is read (docs/ocr-protocols.md)
-DEFAULT_OCR_PROTOCOL = "words"
+# MARIO-Eval's own reading: the text world's prompts quote MARIO's way (single quotes), so it finds every
+# target; `words` is jsbench's earlier reading, kept by name (docs/ocr-protocols.md)
+DEFAULT_OCR_PROTOCOL = "mario"
 # what each protocol ranks by and shows beside the leaderboard (`jsbench.metric_tables`), under MARIO's names
 PRIMARY_METRICS = {"words": "word_accuracy", "mario": "accuracy"}
 FURTHER_METRICS = {"words": ("accuracy", "precision", "recall", "f_measure", "ned", "word_accuracy"),

@@ -161,10 +161,10 @@ WORDS = (
     "forest", "smile", "dance", "green", "sweet", "home", "wave", "night", "bike", "farm",
 )
 TEMPLATES = (
-    'a {carrier} that says "{text}"',
-    'a {carrier} with the text "{text}"',
-    'a photo of a {carrier} reading "{text}"',
-    '"{text}" written on a {carrier}',
+    "a {carrier} that says '{text}'",
+    "a {carrier} with the text '{text}'",
+    "a photo of a {carrier} reading '{text}'",
+    "'{text}' written on a {carrier}",
 )
 
 
