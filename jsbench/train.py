@@ -126,9 +126,7 @@ class Trainer:
         self.suite = load_suite(config.suite, self.backbone, **suite_opts)
         train_items = self.suite.items("train")
         self.prompts = [it.prompt for it in train_items]
-        check_prompts = getattr(self.reward, "check_prompts", None)  # optional: a reward that scores some prompts only
-        if check_prompts is not None:
-            check_prompts(self.prompts)  # refused before the run's folder is made
+        self.reward.check_prompts(self.prompts)  # a prompt the reward cannot score: refused before the run's folder is made
         # the held-out set: `heldout_prompts` training prompts spread evenly over the split (so over its tasks)
         p = min(config.heldout_prompts, len(train_items))
         self.heldout_items = [train_items[(i * len(train_items)) // p] for i in range(p)] if p else []

@@ -278,3 +278,13 @@ def test_flowgrpo_reward_is_registered_and_names_itself():
     assert values.dtype == torch.float32 and values.tolist() == pytest.approx([1.0, 0.8, 1.0])
     with pytest.raises(JsbenchError, match="double-quoted"):
         reward(torch.zeros(1, 3, 8, 8), ["a sign 'river'"])
+
+
+def test_training_ocr_flowgrpo_on_single_quoted_prompts_is_refused_before_anything_is_written(cli, tmp_path):
+    """The text world quotes MARIO's way, so Flow-GRPO's rule (the first double-quoted span) scores none of
+    its prompts: one line, exit 2, no run folder."""
+    out = tmp_path / "run"
+    code, _, err = cli("train", "--backbone", "analytic", "--reward", "ocr-flowgrpo", "--suite", "ocr", "--iters", "1",
+                       "--contexts", "4", "--samples", "2", "--steps", "3", "--no-progress", "--out", str(out))
+    assert code == 2 and "double-quoted target" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()

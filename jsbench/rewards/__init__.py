@@ -1,6 +1,7 @@
 """Rewards: images + prompts -> one float per image, registered by name.
 
-A reward is anything with a `name` and `__call__(images [B,3,H,W] in [0,1], prompts) -> Tensor[B]`.
+A reward is a `Reward`: a `name`, `__call__(images [B,3,H,W] in [0,1], prompts) -> Tensor[B]`, and
+`check_prompts(prompts)`, which refuses the prompts it cannot score (by default none).
 Adding a reward is adding one module that calls `register_reward("name")` on a factory
 `factory(backbone) -> Reward` (the backbone lets a reward pick an evaluator that fits it, e.g. the
 embedded world's exact detector).
@@ -8,7 +9,7 @@ embedded world's exact detector).
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Sequence
+from typing import Callable, Sequence
 
 import torch
 
@@ -18,14 +19,17 @@ from jsbench.registry import Registry
 __all__ = ["Reward", "register_reward", "load_reward", "available_rewards", "UnknownReward"]
 
 
-class Reward(Protocol):
-    """A reward: images and their prompts in, one value per image out. A reward that can score only some
-    prompts may also define `check_prompts(prompts)`, raising a JsbenchError naming the first it cannot;
-    training calls it on its prompts before anything is written."""
+class Reward:
+    """A reward: images and their prompts in, one value per image out."""
 
-    name: str
+    name: str = ""
 
-    def __call__(self, images: torch.Tensor, prompts: Sequence[str]) -> torch.Tensor: ...
+    def __call__(self, images: torch.Tensor, prompts: Sequence[str]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def check_prompts(self, prompts: Sequence[str]) -> None:
+        """Raise a JsbenchError naming the first prompt this reward cannot score; training calls it on its
+        prompts before anything is written. Every prompt by default."""
 
 
 class UnknownReward(JsbenchError):

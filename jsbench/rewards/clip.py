@@ -39,7 +39,7 @@ import torch.nn.functional as F
 
 from jsbench import JsbenchError
 from jsbench.devices import AUTO, pick_device
-from jsbench.rewards import register_reward
+from jsbench.rewards import Reward, register_reward
 
 __all__ = [
     "ClipUnavailable",
@@ -335,7 +335,7 @@ def load_hps(checkpoint: str | None = None, version: str | None = None, device=N
     )
 
 
-class _ClipReward:
+class _ClipReward(Reward):
     """Shared body: a lazily loaded `ClipModel`, scores in batches of `batch_size`."""
 
     name = "clip"

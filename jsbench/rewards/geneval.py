@@ -17,7 +17,7 @@ from typing import Sequence
 import torch
 
 from jsbench import JsbenchError
-from jsbench.rewards import register_reward
+from jsbench.rewards import Reward, register_reward
 from jsbench.scoring.geneval import evaluate_detections
 
 __all__ = ["WorldGenEvalScorer", "RealGenEvalScorer", "GenEvalReward", "draws_embedded_world", "geneval_scorer"]
@@ -173,7 +173,7 @@ def geneval_scorer(backbone=None, **options):
     return WorldGenEvalScorer(backbone) if draws_embedded_world(backbone) and not options else RealGenEvalScorer(backbone, **options)
 
 
-class GenEvalReward:
+class GenEvalReward(Reward):
     """1.0 when the image passes GenEval's checks for its prompt, else 0.0."""
 
     name = "geneval"

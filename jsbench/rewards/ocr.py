@@ -31,7 +31,7 @@ import torch
 from jsbench import JsbenchError
 from jsbench.registry import Registry
 from jsbench.rewards.detectors import to_uint8
-from jsbench.rewards import register_reward
+from jsbench.rewards import Reward, register_reward
 from jsbench.scoring.flowgrpo import flowgrpo_reward, flowgrpo_target
 from jsbench.scoring.text import ocr_reward, target_words
 
@@ -441,7 +441,7 @@ def require_text_backbone(backbone, what: str) -> None:
         )
 
 
-class _EngineReward:
+class _EngineReward(Reward):
     """A reward that reads each image with an OCR engine (by name, or one already built; default: the
     installed engine jsbench prefers), and says which in its provenance."""
 
