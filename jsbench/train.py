@@ -36,7 +36,7 @@ from jsbench.devices import pick_device
 from jsbench.distributed import DistContext, get_context
 from jsbench.io import append_lines, replacing, write_json_atomic, write_text_atomic
 from jsbench.policy import SchedulePolicy, default_arch, make_policy
-from jsbench.rewards import load_reward
+from jsbench.rewards import check_reward_prompts, load_reward
 from jsbench.suites import load_suite, suite_options
 from jsbench.train_config import TrainConfig, train_command  # the run's fields with their CLI help (torch-free, for `jsbench train --help`)
 
@@ -126,7 +126,7 @@ class Trainer:
         self.suite = load_suite(config.suite, self.backbone, **suite_opts)
         train_items = self.suite.items("train")
         self.prompts = [it.prompt for it in train_items]
-        self.reward.check_prompts(self.prompts)  # a prompt the reward cannot score: refused before the run's folder is made
+        check_reward_prompts(self.reward, self.prompts)  # a prompt the reward cannot score: refused before the run's folder is made
         # the held-out set: `heldout_prompts` training prompts spread evenly over the split (so over its tasks)
         p = min(config.heldout_prompts, len(train_items))
         self.heldout_items = [train_items[(i * len(train_items)) // p] for i in range(p)] if p else []

@@ -1,7 +1,8 @@
 """Rewards: images + prompts -> one float per image, registered by name.
 
 A reward is a `Reward`: a `name`, `__call__(images [B,3,H,W] in [0,1], prompts) -> Tensor[B]`, and
-`check_prompts(prompts)`, which refuses the prompts it cannot score (by default none).
+`check_prompts(prompts)`, which refuses the prompts it cannot score (by default none); or a plain function
+`(images, prompts) -> Tensor[B]`, which scores every prompt (`check_reward_prompts`).
 Adding a reward is adding one module that calls `register_reward("name")` on a factory
 `factory(backbone) -> Reward` (the backbone lets a reward pick an evaluator that fits it, e.g. the
 embedded world's exact detector).
@@ -16,7 +17,7 @@ import torch
 from jsbench import JsbenchError
 from jsbench.registry import Registry
 
-__all__ = ["Reward", "register_reward", "load_reward", "available_rewards", "UnknownReward"]
+__all__ = ["Reward", "register_reward", "load_reward", "available_rewards", "check_reward_prompts", "UnknownReward"]
 
 
 class Reward:
@@ -30,6 +31,13 @@ class Reward:
     def check_prompts(self, prompts: Sequence[str]) -> None:
         """Raise a JsbenchError naming the first prompt this reward cannot score; training calls it on its
         prompts before anything is written. Every prompt by default."""
+
+
+def check_reward_prompts(reward, prompts: Sequence[str]) -> None:
+    """Refuse, in one JsbenchError, the first prompt `reward` cannot score: a `Reward` says which; a plain
+    function scores every prompt."""
+    if isinstance(reward, Reward):
+        reward.check_prompts(prompts)
 
 
 class UnknownReward(JsbenchError):
