@@ -37,6 +37,7 @@ import torch
 from jsbench import JsbenchError
 from jsbench.baselines import compute_baseline, registered_baselines, validate_baseline
 from jsbench.io import training_runs
+from jsbench.stats import mean_stderr
 
 __all__ = [
     "EstimatorError",
@@ -641,12 +642,6 @@ BINARY_MEAN = 0.3
 Z_SLACK = 3.0  # paired standard errors allowed above RLOO
 
 
-def _mean_stderr(x: torch.Tensor) -> tuple[float, float]:
-    from jsbench.splits import mean_stderr
-
-    return mean_stderr(x)
-
-
 def simulate_rewards(kind: str, ratio: float, sigma2: float | None, B: int, K: int, reps: int, gen: torch.Generator):
     """(mu [reps, B, 1], rewards [reps, B, K], sigma^2) of random-effects rewards with tau^2/sigma^2 = ratio:
     Gaussian (mu_i ~ N(0, tau^2), r_ik ~ N(mu_i, sigma^2)) or 0/1 (p_i ~ Beta with mean BINARY_MEAN and
@@ -676,12 +671,12 @@ def simulated_mse_point(kind: str, ratio: float, sigma2: float | None, B: int, K
     tau2 = ratio * s2
     lam = (s2 / (K - 1)) / (s2 / (K - 1) + tau2) if s2 > 0 else 1.0
     per_batch[ORACLE] = (torch.vmap(lambda x: js_shrink(x, lam))(r) - mu).square().mean(dim=(1, 2))
-    stats = {n: _mean_stderr(v) for n, v in per_batch.items()}
+    stats = {n: mean_stderr(v) for n, v in per_batch.items()}
     out = {"rewards": kind, "tau2": tau2, "sigma2": s2, "ratio": ratio, "B": B, "K": K, "reps": reps, "true_lambda": lam,
            "mse": {n: m for n, (m, _) in stats.items()}, "stderr": {n: se for n, (_, se) in stats.items()}}
     for name in ("js", "js-plugin"):
         for ref in ("rloo", "xctx"):
-            out[f"{name}_minus_{ref}"], out[f"{name}_minus_{ref}_stderr"] = _mean_stderr(per_batch[name] - per_batch[ref])
+            out[f"{name}_minus_{ref}"], out[f"{name}_minus_{ref}_stderr"] = mean_stderr(per_batch[name] - per_batch[ref])
     return out
 
 
@@ -732,5 +727,5 @@ def bandit_gradient_error(B: int, K: int, reps: int, level_sd: float, seed: int)
     out = {"B": B, "K": K, "reps": reps, "level_sd": level_sd, "error": {n: float(v.mean()) for n, v in err.items()},
            "over_rloo": {n: float(v.mean() / err["rloo"].mean()) for n, v in err.items()}}
     for name in ("js", "js-plugin"):
-        out[f"{name}_minus_rloo"], out[f"{name}_minus_rloo_stderr"] = _mean_stderr(err[name] - err["rloo"])
+        out[f"{name}_minus_rloo"], out[f"{name}_minus_rloo_stderr"] = mean_stderr(err[name] - err["rloo"])
     return out
