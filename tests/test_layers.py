@@ -162,6 +162,14 @@ def test_layers_import_only_downward(unit):
     assert not upward, "imports that do not run downward: " + "; ".join(sorted(upward))
 
 
+def test_the_process_group_module_imports_only_the_bottom_layer():
+    """distributed.py is the process group and its launcher: sharded evaluation lives in evaluate.py, so
+    the module training, evaluation and the lab all use sits just above the bottom layer."""
+    for target, line in imports_of("jsbench.distributed"):
+        if target == "jsbench" or target.startswith("jsbench."):
+            assert _unit(target) in BASE, f"jsbench.distributed:{line} imports {target}"
+
+
 def test_no_import_cycle_between_units():
     assert cycles(unit_edges()) == []
 
