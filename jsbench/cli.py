@@ -438,7 +438,9 @@ def estimators(
     from jsbench.workspace import project_dir
 
     if all_:
-        code = lab.estimators_section(leaderboards or project_dir("leaderboards"), policies or project_dir("policies"),
+        from jsbench.estimator_section import estimators_section
+
+        code = estimators_section(leaderboards or project_dir("leaderboards"), policies or project_dir("policies"),
                                       check=check, progress=progress, log=lambda m: err.print(m, highlight=False, soft_wrap=True),
                                       backbones=[backbone] if backbone else None)
         raise typer.Exit(code)
@@ -461,17 +463,19 @@ def estimators(
     else:
         record = lab.run_lab(config, backbone=bb, progress=progress, dist=ctx)
     if ctx.is_main:
+        from jsbench import estimator_rendering as rendering
+
         if out is not None:
-            for path in lab.write_lab_record(record, out):
+            for path in rendering.write_lab_record(record, out):
                 err.print(f"wrote {path}", highlight=False)
         if fmt == OutputFormat.json:
             import json
 
             sys.stdout.write(json.dumps(record, indent=1) + "\n")
         elif fmt == OutputFormat.csv:
-            sys.stdout.write(lab.lab_csv(record))
+            sys.stdout.write(rendering.lab_csv(record))
         else:
-            sys.stdout.write(lab.lab_text(record))
+            sys.stdout.write(rendering.lab_text(record))
     ctx.close()
 
 

@@ -19,13 +19,16 @@ for every baseline, and the ratio recomputed on it (percentile interval). rloo's
 The shrinkage each estimator chose (js: c, js-plugin: lambda, batch means) is reported as its mean and
 standard deviation over rollouts.
 
+The records' text, CSV, figure and file are jsbench/estimator_rendering.py; the committed section
+(leaderboards/estimators.md|csv) is jsbench/estimator_section.py; the simulated checks of
+scripts/bench_baselines.py are jsbench/estimator_simulation.py.
+
 Memory: the R x P gradients of every baseline are kept (float32) to form their Gram matrices, so
 R * P * 4 bytes per baseline (P = the policy's parameters: 45k on detail, 154k on scenes-dit).
 """
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,7 +40,6 @@ import torch
 from jsbench import JsbenchError
 from jsbench.baselines import compute_baseline, registered_baselines, validate_baseline
 from jsbench.io import training_runs
-from jsbench.stats import mean_stderr
 
 __all__ = [
     "EstimatorError",
@@ -47,7 +49,7 @@ __all__ = [
     "baseline_error",
     "lab_statistics",
     "run_lab",
-    "lab_table",
+    "run_lab_along",
     "LAB_SCHEMA",
 ]
 
@@ -311,82 +313,6 @@ def run_lab(config: LabConfig, backbone=None, progress: bool = True, dist=None, 
             "reward_mean": float(np.mean(reward_means)), "seconds": round(seconds, 1)}
 
 
-# -------------------------------------------------------------------------------------------- output
-
-
-def _ci(ci) -> str:
-    return "" if ci is None else f"{ci[0]:.2f}–{ci[1]:.2f}"
-
-
-def _num(x, fmt=".2f") -> str:
-    return "" if x is None else format(x, fmt)
-
-
-def lab_table(record: dict) -> str:
-    """The 80-column table of one lab record: ratios to rloo with their CIs, and the chosen shrinkage."""
-    c = record["config"]
-    state = "untrained" if not c["policy"] else c["policy"]
-    level = round(100 * c["level"])
-    lines = [f"{c['backbone']}, {c['steps']} steps, B={c['contexts']}, K={c['samples']}, {state}: "
-             f"{c['rollouts']} rollouts, seed {c['seed']}",
-             f"ratios to rloo, {level}% paired-bootstrap CI; b-MSE on {c['mean_rollouts']} rollouts, M={c['mean_samples']}",
-             f"{'baseline':<10}{'grad var':>9}{'CI':>12}{'grad MSE':>9}{'CI':>12}{'b-MSE':>7}{'CI':>12}{'shrink':>8}",
-             "-" * 79]
-    for row in record["rows"]:
-        lines.append(f"{row['baseline']:<10}{_num(row['grad_var_ratio']):>9}{_ci(row['grad_var_ci']):>12}"
-                     f"{_num(row['grad_mse_ratio']):>9}{_ci(row['grad_mse_ci']):>12}"
-                     f"{_num(row['baseline_mse_ratio']):>7}{_ci(row['baseline_mse_ci']):>12}{_num(row['shrinkage']):>8}")
-    lines.append(f"mean reward {record['reward_mean']:.3f}; {record['seconds']:.0f} s")
-    return "\n".join(lines) + "\n"
-
-
-CSV_FIELDS = ["baseline", "grad_var_ratio", "grad_var_ci_lo", "grad_var_ci_hi", "grad_mse_ratio", "grad_mse_ci_lo",
-              "grad_mse_ci_hi", "baseline_mse_ratio", "baseline_mse_ci_lo", "baseline_mse_ci_hi", "shrinkage",
-              "shrinkage_sd", "grad_var", "grad_mse", "baseline_mse"]
-
-
-def _csv_values(row: dict) -> list:
-    out = []
-    for f in CSV_FIELDS:
-        key, _, end = f.rpartition("_ci_")
-        if end in ("lo", "hi") and key:
-            ci = row.get(f"{key}_ci")
-            out.append(None if ci is None else ci[0 if end == "lo" else 1])
-        else:
-            out.append(row.get(f))
-    return out
-
-
-def _csv_text(header: list[str], lines: list[list]) -> str:
-    import csv
-    import io
-
-    buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
-    w.writerow(header)
-    for line in lines:
-        w.writerow(["" if v is None else (format(v, ".6g") if isinstance(v, float) else v) for v in line])
-    return buf.getvalue()
-
-
-def lab_csv(record: dict) -> str:
-    """Every row of a lab record (one block per measured update when measured along a run), values exact to 6 digits."""
-    states = record.get("states") or [record]
-    lead = ["update"] if "states" in record else []
-    lines = [([s["update"]] if lead else []) + _csv_values(row) for s in states for row in s["rows"]]
-    return _csv_text(lead + CSV_FIELDS, lines)
-
-
-def lab_text(record: dict) -> str:
-    """The terminal form: one table per measured state."""
-    if "states" not in record:
-        return lab_table(record)
-    parts = [f"along {record['run']} (replayed; matches its saved policy: {record['replay_matches_policy']})\n"]
-    for state in record["states"]:
-        parts.append(f"\nafter {state['update']} updates\n" + lab_table(state))
-    return "".join(parts)
-
-
 # ------------------------------------------------------------------------------------ along training
 
 
@@ -445,287 +371,3 @@ def run_lab_along(config: LabConfig, run: str | Path, every: int, backbone=None,
     return {"schema": LAB_SCHEMA, "config": states[0]["config"] | {"policy": str(run), "every": every}, "run": str(run),
             "replay_matches_policy": _same_parameters(trainer.policy, run), "states": states,
             "seconds": round(time.perf_counter() - start, 1)}
-
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update({"font.family": "DejaVu Sans", "svg.hashsalt": "jsbench", "path.simplify": False})
-    return plt
-
-
-def plot_along(record: dict, path: Path) -> Path:
-    """Each ratio to rloo with its CI against updates, one panel per measure; PNG without dates or versions."""
-    from jsbench.io import replacing
-
-    plt = _pyplot()
-    states = record["states"]
-    names = [row["baseline"] for row in states[0]["rows"]]
-    x = [s["update"] for s in states]
-    fig, axes = plt.subplots(1, 3, figsize=(12, 3.6), sharex=True)
-    for ax, (key, title) in zip(axes, (("grad_var", "tr Cov(g) / rloo"), ("grad_mse", "gradient MSE / rloo"),
-                                      ("baseline_mse", "baseline MSE / rloo"))):
-        for name in names:
-            rows = [next(r for r in s["rows"] if r["baseline"] == name) for s in states]
-            if any(r[f"{key}_ratio"] is None for r in rows):
-                continue
-            y = [r[f"{key}_ratio"] for r in rows]
-            line, = ax.plot(x, y, marker="o", ms=3, lw=1.2, label=name)
-            ax.fill_between(x, [r[f"{key}_ci"][0] for r in rows], [r[f"{key}_ci"][1] for r in rows], color=line.get_color(), alpha=0.15, lw=0)
-        ax.axhline(1.0, color="k", lw=0.6)
-        ax.set_yscale("log")
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("updates")
-        ax.grid(alpha=0.3, lw=0.4)
-    axes[0].legend(fontsize=7)
-    c = record["config"]
-    fig.suptitle(f"{c['backbone']}, {c['steps']} steps, B={c['contexts']}, K={c['samples']}, {c['rollouts']} rollouts per point "
-                 f"({round(100 * c['level'])}% CI)", fontsize=9)
-    fig.tight_layout()
-    with replacing(path, ".tmp.png") as tmp:
-        fig.savefig(tmp, dpi=100, metadata={"Software": None})
-    plt.close(fig)
-    return path
-
-
-def write_lab_record(record: dict, out: str | Path) -> list[Path]:
-    """The record as JSON at `out`, and for a run measured along training its figure beside it (.png)."""
-    import json
-
-    from jsbench.io import write_text_atomic
-
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(out, json.dumps(record, indent=1, sort_keys=True) + "\n")
-    written = [out]
-    if "states" in record:
-        written.append(plot_along(record, out.with_suffix(".png")))
-    return written
-
-
-# ---------------------------------------------------------------------------------- committed section
-
-SECTION_NAME = "estimators"
-SECTION_COMMAND = "jsbench estimators --all"
-SECTION = {
-    "backbones": ("analytic", "detail", "scenes-dit"),
-    "steps": 3,
-    "samples": (2, 4),
-    "contexts": (8, 16, 32),
-    "trained": "rloo",  # the trained state: the shipped policies/<backbone>/rloo-n<steps> (flat or seed<S>/)
-    # rollouts per block, by backbone: what a 2-core CPU measures in minutes (scenes-dit's images cost 5x detail's)
-    "rollouts": {"analytic": 40, "detail": 40, "scenes-dit": 20},
-    "mean_rollouts": 10,
-    "mean_samples": 4,
-    "seed": 0,
-}
-SECTION_KEYS = ["backbone", "steps", "state", "contexts", "samples", "rollouts"]
-
-
-def section_configs(policies: Path, backbones=None) -> list[tuple[str, LabConfig]]:
-    """(state, config) of every row block of the committed section, in table order."""
-    s = SECTION
-    unknown = [bb for bb in backbones or () if bb not in s["backbones"]]
-    if unknown:
-        raise EstimatorError(f"the estimators section has no backbone {unknown[0]!r}; it covers {', '.join(s['backbones'])}")
-    out = []
-    for bb in backbones or s["backbones"]:
-        trained = Path(policies) / bb / f"{s['trained']}-n{s['steps']}"
-        for state, policy in (("untrained", None), (f"trained ({s['trained']}-n{s['steps']})", trained)):
-            for k in s["samples"]:
-                for b in s["contexts"]:
-                    out.append((state, LabConfig(backbone=bb, steps=s["steps"], contexts=b, samples=k, rollouts=s["rollouts"][bb],
-                                                 seed=s["seed"], policy=None if policy is None else str(resolve_policy_folder(policy)),
-                                                 mean_rollouts=s["mean_rollouts"], mean_samples=s["mean_samples"])))
-    return out
-
-
-def section_rows(state: str, record: dict) -> list[list]:
-    c = record["config"]
-    return [[c["backbone"], c["steps"], state, c["contexts"], c["samples"], c["rollouts"]] + _csv_values(row) for row in record["rows"]]
-
-
-def _read_csv(path: Path) -> list[dict]:
-    import csv
-
-    if not path.is_file():
-        return []
-    with open(path, newline="", encoding="utf-8") as f:
-        return list(csv.DictReader(f))
-
-
-def section_markdown(rows: list[dict]) -> str:
-    """leaderboards/estimators.md from the csv rows: per backbone, tr Cov(g) / rloo of every baseline per
-    (state, K, B), js's CI, js's baseline-MSE ratio and its shrinkage."""
-    s = SECTION
-    level = "90 %"
-    out = [f"# Estimator lab: REINFORCE gradient variance per baseline\n",
-           f"Generated by `{SECTION_COMMAND}` (checked by `{SECTION_COMMAND} --check`). Each row: "
-           f"R independent rollouts (R in each heading) of B contexts × K schedules at one policy state, every baseline applied "
-           f"to the same rewards and log-probabilities; tr Cov(g) relative to rloo (rloo = 1), js's {level} paired-bootstrap "
-           f"CI; b-MSE: js's baseline error E[(b − μ_i)²] relative to rloo's (μ_i from {s['mean_samples']} further samples "
-           f"of the context on {s['mean_rollouts']} rollouts, bias-corrected); ĉ: js's mean shrinkage. "
-           f"Trained = policies/<backbone>/{s['trained']}-n{s['steps']}. Every value, with every CI: estimators.csv.\n"]
-    backbones = list(dict.fromkeys(r["backbone"] for r in rows))
-    for bb in backbones:
-        mine = [r for r in rows if r["backbone"] == bb]
-        names = list(dict.fromkeys(r["baseline"] for r in mine))
-        others = [n for n in names if n != REFERENCE]
-        out.append(f"\n## {bb}, {mine[0]['steps']} steps, R = {mine[0]['rollouts']} rollouts\n")
-        out.append("| state | K | B | " + " | ".join(others) + " | js/rloo CI | js b-MSE | ĉ |")
-        out.append("|---|---|---|" + "---|" * len(others) + "---|---|---|")
-        blocks = list(dict.fromkeys((r["state"], r["samples"], r["contexts"]) for r in mine))
-        for state, k, b in blocks:
-            block = {r["baseline"]: r for r in mine if (r["state"], r["samples"], r["contexts"]) == (state, k, b)}
-            js = block.get("js", {})
-            ci = f"{float(js['grad_var_ci_lo']):.2f}–{float(js['grad_var_ci_hi']):.2f}" if js else ""
-            bm = f"{float(js['baseline_mse_ratio']):.2f}" if js and js.get("baseline_mse_ratio") else ""
-            sh = f"{float(js['shrinkage']):.2f}" if js and js.get("shrinkage") else ""
-            cells = [f"{float(block[n]['grad_var_ratio']):.2f}" if n in block else "" for n in others]
-            out.append(f"| {state} | {k} | {b} | " + " | ".join(cells) + f" | {ci} | {bm} | {sh} |")
-    return "\n".join(out) + "\n"
-
-
-def estimators_section(leaderboards: Path, policies: Path, check: bool = False, progress: bool = True,
-                       log: Callable[[str], None] = print, backbones=None) -> int:
-    """Measure every block of the committed section; write leaderboards/estimators.md|csv (the blocks of
-    other backbones are kept), or with `check` compare with the committed csv: 0 equal, 1 a value differs."""
-    from jsbench.backbones import load_backbone
-    from jsbench.io import write_text_atomic
-
-    leaderboards, policies = Path(leaderboards), Path(policies)
-    csv_path, md_path = leaderboards / f"{SECTION_NAME}.csv", leaderboards / f"{SECTION_NAME}.md"
-    committed = _read_csv(csv_path)
-    if check and not committed:
-        raise EstimatorError(f"nothing to check: {csv_path} does not exist (run `{SECTION_COMMAND}` first)")
-    configs = section_configs(policies, backbones)  # refuses a missing trained policy before any sampling
-    header = SECTION_KEYS + CSV_FIELDS
-    fresh, loaded = [], {}
-    for state, config in configs:
-        if config.backbone not in loaded:
-            loaded = {config.backbone: load_backbone(config.backbone)}
-        log(f"{config.backbone} {state} B={config.contexts} K={config.samples}")
-        record = run_lab(config, backbone=loaded[config.backbone], progress=progress)
-        fresh += section_rows(state, record)
-    import csv
-    import io
-
-    fresh_rows = list(csv.DictReader(io.StringIO(_csv_text(header, fresh))))  # as the csv will hold them
-    if check:
-        def key(r):
-            return tuple(r[k] for k in SECTION_KEYS) + (r["baseline"],)
-
-        old = {key(r): r for r in committed}
-        differ = [key(r) for r in fresh_rows if old.get(key(r)) != r]
-        for k in differ:
-            log(f"differs from the committed {csv_path.name}: {', '.join(k)}")
-        log(f"{len(fresh_rows) - len(differ)} of {len(fresh_rows)} rows as committed")
-        return 1 if differ else 0
-    measured = {r["backbone"] for r in fresh_rows}
-    kept = [r for r in _read_csv(csv_path) if r["backbone"] not in measured]  # read again: another backbone's run may have written
-    order = list(SECTION["backbones"])
-    rows = sorted(kept + fresh_rows, key=lambda r: order.index(r["backbone"]) if r["backbone"] in order else len(order))
-    leaderboards.mkdir(parents=True, exist_ok=True)
-    write_text_atomic(csv_path, _csv_text(header, [[r[h] for h in header] for r in rows]))
-    write_text_atomic(md_path, section_markdown(rows))
-    log(f"wrote {md_path} and {csv_path}")
-    return 0
-
-
-# ------------------------------------------------------- simulated checks (scripts/bench_baselines.py)
-
-ORACLE = "plug-in, true λ"  # the plug-in form with the TRUE shrinkage, a reference no real run can have
-BINARY_MEAN = 0.3
-Z_SLACK = 3.0  # paired standard errors allowed above RLOO
-
-
-def simulate_rewards(kind: str, ratio: float, sigma2: float | None, B: int, K: int, reps: int, gen: torch.Generator):
-    """(mu [reps, B, 1], rewards [reps, B, K], sigma^2) of random-effects rewards with tau^2/sigma^2 = ratio:
-    Gaussian (mu_i ~ N(0, tau^2), r_ik ~ N(mu_i, sigma^2)) or 0/1 (p_i ~ Beta with mean BINARY_MEAN and
-    alpha + beta = 1/ratio, r_ik ~ Bernoulli(p_i); sigma^2 is then E[p(1-p)])."""
-    if kind == "gaussian":
-        mu = math.sqrt(ratio * sigma2) * torch.randn(reps, B, 1, generator=gen, dtype=torch.float64)
-        return mu, mu + math.sqrt(sigma2) * torch.randn(reps, B, K, generator=gen, dtype=torch.float64), sigma2
-    if ratio == 0:
-        p = torch.full((reps, B, 1), BINARY_MEAN, dtype=torch.float64)
-    else:
-        seed = int(torch.randint(2**62, (1,), generator=gen))  # Beta via torch's global RNG, seeded from `gen`
-        with torch.random.fork_rng():
-            torch.manual_seed(seed)
-            beta = torch.distributions.Beta(torch.tensor(BINARY_MEAN / ratio), torch.tensor((1 - BINARY_MEAN) / ratio))
-            p = beta.sample((reps, B, 1)).double()
-    r = (torch.rand(reps, B, K, generator=gen, dtype=torch.float64) < p).double()
-    return p, r, BINARY_MEAN * (1 - BINARY_MEAN) / (1 + ratio)
-
-
-def simulated_mse_point(kind: str, ratio: float, sigma2: float | None, B: int, K: int, reps: int, gen: torch.Generator) -> dict:
-    """E[(b_ik - mu_i)^2] of every registered baseline (and the true-lambda plug-in) on the same simulated
-    batches, with paired differences of js and js-plugin against rloo and xctx."""
-    from jsbench.baselines import BASELINE_VALUES, js_shrink
-
-    mu, r, s2 = simulate_rewards(kind, ratio, sigma2, B, K, reps, gen)
-    per_batch = {name: (torch.vmap(fn)(r) - mu).square().mean(dim=(1, 2)) for name, fn in BASELINE_VALUES.items()}
-    tau2 = ratio * s2
-    lam = (s2 / (K - 1)) / (s2 / (K - 1) + tau2) if s2 > 0 else 1.0
-    per_batch[ORACLE] = (torch.vmap(lambda x: js_shrink(x, lam))(r) - mu).square().mean(dim=(1, 2))
-    stats = {n: mean_stderr(v) for n, v in per_batch.items()}
-    out = {"rewards": kind, "tau2": tau2, "sigma2": s2, "ratio": ratio, "B": B, "K": K, "reps": reps, "true_lambda": lam,
-           "mse": {n: m for n, (m, _) in stats.items()}, "stderr": {n: se for n, (_, se) in stats.items()}}
-    for name in ("js", "js-plugin"):
-        for ref in ("rloo", "xctx"):
-            out[f"{name}_minus_{ref}"], out[f"{name}_minus_{ref}_stderr"] = mean_stderr(per_batch[name] - per_batch[ref])
-    return out
-
-
-def simulated_mse_grid(kinds, ratios, sigma2s, Bs, Ks, reps, seed) -> list[dict]:
-    gen = torch.Generator().manual_seed(seed)
-    return [simulated_mse_point(kind, ratio, sigma2, B, K, reps, gen)
-            for kind in kinds for sigma2 in (sigma2s if kind == "gaussian" else [None]) for B in Bs for K in Ks for ratio in ratios]
-
-
-def z_over_rloo(row: dict, name: str) -> float:
-    d, se = row[f"{name}_minus_rloo"], row[f"{name}_minus_rloo_stderr"]
-    return d / se if se > 0 else (0.0 if d == 0 else math.copysign(math.inf, d))
-
-
-def mse_claim(rows: list[dict], name: str) -> dict:
-    """Where is MSE(name) above MSE(rloo) by more than Z_SLACK paired standard errors (B >= 4)?"""
-    pts = [r for r in rows if r["B"] >= 4]
-    above = [r for r in pts if z_over_rloo(r, name) > Z_SLACK]
-    worst = max(pts, key=lambda r: r["mse"][name] / r["mse"]["rloo"]) if pts else None
-    keys = ("rewards", "B", "K", "ratio")
-    return {
-        "statement": f"MSE({name}) <= MSE(rloo) within {Z_SLACK:g} paired standard errors for B >= 4",
-        "points": len(pts), "holds_at": len(pts) - len(above),
-        "above": [{k: r[k] for k in keys} | {"over_rloo": r["mse"][name] / r["mse"]["rloo"], "z": z_over_rloo(r, name)} for r in above],
-        "worst": None if worst is None else {k: worst[k] for k in keys} | {"over_rloo": worst["mse"][name] / worst["mse"]["rloo"]},
-    }
-
-
-def bandit_gradient_error(B: int, K: int, reps: int, level_sd: float, seed: int) -> dict:
-    """E||g - dJ/dtheta||^2 of every registered baseline on a 3-armed softmax bandit with a known gradient
-    (context levels N(0, level_sd^2), drawn afresh per batch), relative to rloo's, paired."""
-    from jsbench.baselines import BASELINE_VALUES
-
-    g = torch.Generator().manual_seed(seed)
-    arms = 3
-    theta = torch.tensor([0.3, -0.2, 0.1], dtype=torch.float64)
-    offset = torch.randn(reps, B, arms, generator=g, dtype=torch.float64)
-    q = level_sd * torch.randn(reps, B, 1, generator=g, dtype=torch.float64) + torch.randn(reps, B, arms, generator=g, dtype=torch.float64)
-    pi = torch.softmax(theta + offset, dim=-1)
-    true = (pi * (q - (pi * q).sum(-1, keepdim=True))).mean(1)  # [reps, A]: dJ/dtheta per batch
-    a = torch.multinomial(pi.reshape(-1, arms), K, replacement=True, generator=g).reshape(reps, B, K)
-    r = torch.gather(q, 2, a) + torch.randn(reps, B, K, generator=g, dtype=torch.float64)
-    score = torch.nn.functional.one_hot(a, arms).to(r.dtype) - pi.unsqueeze(2)
-    err = {}
-    for name, fn in BASELINE_VALUES.items():
-        grads = ((r - torch.vmap(fn)(r)).unsqueeze(-1) * score).mean(dim=(1, 2))
-        err[name] = (grads - true).square().sum(-1)
-    out = {"B": B, "K": K, "reps": reps, "level_sd": level_sd, "error": {n: float(v.mean()) for n, v in err.items()},
-           "over_rloo": {n: float(v.mean() / err["rloo"].mean()) for n, v in err.items()}}
-    for name in ("js", "js-plugin"):
-        out[f"{name}_minus_rloo"], out[f"{name}_minus_rloo_stderr"] = mean_stderr(err[name] - err["rloo"])
-    return out
