@@ -29,7 +29,7 @@ from jsbench.world.text import (
     text_mixture,
     text_modes,
 )
-from jsbench.rewards.ocr import load_engine
+from jsbench.rewards.ocr_engines import load_engine
 from jsbench.scoring.text import image_metrics
 
 
