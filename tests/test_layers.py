@@ -174,6 +174,14 @@ def test_no_import_cycle_between_units():
     assert cycles(unit_edges()) == []
 
 
+MAX_LINES = 500  # a module longer than this holds more than one responsibility; the backbone adapters are exempt
+
+
+def test_no_module_over_500_lines_outside_the_backbone_adapters():
+    long = {m: n for m, path in MODULES.items() if _unit(m) != "jsbench.backbones" and (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines (split them by responsibility): {long}"
+
+
 def test_each_reward_registers_in_rewards_and_each_suite_in_suites():
     for module, path in MODULES.items():
         text = path.read_text()
