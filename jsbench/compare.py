@@ -16,7 +16,8 @@ from jsbench.io import training_runs, write_text_atomic
 from jsbench.leaderboard import Table, add_reference_deltas, build_tables, merge_tables, read_committed, render_csv, render_markdown, tables_from_csv
 from jsbench.policy import read_manifest
 from jsbench.results import append_records, make_records
-from jsbench.report import CheckReport, check_against_committed, check_scope, check_tolerance, read_scores, report_format, row_key, scores_path, write_report, write_scores
+from jsbench.regression_check import CheckReport, check_against_committed, check_scope, check_tolerance, read_scores, row_key, scores_path, write_scores
+from jsbench.regression_reports import report_format, write_report
 from jsbench.runs import evaluate_run, run_eval
 from jsbench.compare_request import CompareRequest, compare_command, recorded_request
 

@@ -1,6 +1,6 @@
 """One `jsbench compare` invocation as a value, with each field's command-line help beside it.
 
-A compare is spelled here once: `jsbench compare` builds its options from these fields (jsbench/cli.py,
+A compare is spelled here once: `jsbench compare` builds its options from these fields (jsbench/cli_options.py,
 `config_options`, as `jsbench train` does from TrainConfig), `jsbench.compare.run_compare` takes the
 request, the command each leaderboard section records is rendered from it (`compare_command`, whose
 inverse is `parse_compare_command`), and each run of `leaderboards/recipe.json` (what `compare --all`
@@ -97,7 +97,7 @@ DEFAULTS = CompareRequest()
 
 
 def _flag(f: dataclasses.Field) -> str:
-    """A field's option name, as cli.config_options declares it."""
+    """A field's option name, as cli_options.config_options declares it."""
     return f.metadata.get("flags", ("--" + f.name.replace("_", "-"),))[0]
 
 

@@ -194,8 +194,8 @@ def bench_suites(bb, steps: int, seeds: int, batch: int) -> list[dict]:
 
 def scale_worker(args) -> int:
     """Run inside torchrun (or alone): time sharded evaluation and distributed training updates."""
-    from jsbench.distributed import evaluate_sharded, get_context
-    from jsbench.evaluate import evaluate, resolve_schedule
+    from jsbench.distributed import get_context
+    from jsbench.evaluate import evaluate, evaluate_sharded, resolve_schedule
     from jsbench.train import TrainConfig, Trainer
 
     torch.set_num_threads(args.threads)

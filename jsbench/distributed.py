@@ -24,7 +24,8 @@ How the work is split, and why the numbers do not depend on the number of proces
   stay identical; rank 0 alone writes the log, the checkpoints and the policy.
 - Evaluation: prompts are dealt round-robin (tasks are grouped in the suites, so contiguous blocks
   would give one process all the expensive prompts); per-image scores are gathered and put back in the
-  suite's order, so the records are those of one process; rank 0 alone writes them.
+  suite's order, so the records are those of one process; rank 0 alone writes them
+  (`jsbench.evaluate.evaluate_sharded`: this module is the process group alone and imports no evaluation).
 """
 
 from __future__ import annotations
@@ -51,7 +52,6 @@ __all__ = [
     "get_context",
     "requested_world_size",
     "launch_processes",
-    "evaluate_sharded",
     "shard_range",
     "free_port",
 ]
@@ -403,37 +403,3 @@ def split_torchrun_report(lines: Sequence[str]) -> tuple[list[str], list[tuple[i
             failures[rank] = why
             rank = None
     return [ln for ln in lines[:start] if not _AGENT_LOG.match(ln)], sorted(failures.items())
-
-
-# ----------------------------------------------------------------------------------------- evaluation
-
-
-def evaluate_sharded(backbone, suite, source, ctx: DistContext | None = None, *, seeds_per_prompt: int = 16, split: str = "test",
-                     progress: bool = True, out=None, items: list | None = None, **kw):
-    """`evaluate.evaluate` with the prompts dealt round-robin over the processes and the scores gathered.
-
-    Returns the same EvalRun (items, seeds and per-image scores in the suite's order) on every process;
-    with one process it is exactly `evaluate(...)`.
-    """
-    from jsbench.evaluate import EvalError, EvalRun, evaluate
-
-    ctx = ctx or get_context()
-    if not ctx.distributed:
-        return evaluate(backbone, suite, source, seeds_per_prompt, split=split, progress=progress, out=out, items=items, **kw)
-    items = items if items is not None else suite.items(split)
-    if not items:
-        raise EvalError(f"suite {suite.name} has no {split} prompts")
-    mine = ctx.shard_indices(len(items))
-    local = None
-    if mine:
-        local = evaluate(backbone, suite, source, seeds_per_prompt, split=split, progress=progress and ctx.is_main,
-                         out=out, items=[items[i] for i in mine], **kw)
-    parts = ctx.gather_object((mine, local.scores if local else [], local.seeds if local else None))
-    seeds = next(s for _, _, s in parts if s is not None)
-    per_item: dict[int, list] = {}
-    for idx, scores, _ in parts:
-        n = len(seeds)
-        for j, i in enumerate(idx):
-            per_item[i] = scores[j * n : (j + 1) * n]
-    scores = [sc for i in range(len(items)) for sc in per_item[i]]
-    return EvalRun(items=items, seeds=seeds, scores=scores)

@@ -19,6 +19,7 @@ import torch
 
 from jsbench import JsbenchError
 from jsbench.backbones.base import DEFAULT_CEILING_STEPS, eval_batch_size
+from jsbench.distributed import DistContext, get_context
 from jsbench.io import append_lines, read_prompt_lines
 from jsbench.schedule import check_sigmas
 from jsbench.zoo.policy import method_label, policy_source  # noqa: F401 (re-exported: callers import them from here)
@@ -224,3 +225,31 @@ def discard_partial(out: Path | None) -> None:
     for p in out.parent.glob(f".{out.name}.*.partial.jsonl"):
         p.unlink(missing_ok=True)
 
+
+def evaluate_sharded(backbone, suite, source, ctx: DistContext | None = None, *, seeds_per_prompt: int = 16, split: str = "test",
+                     progress: bool = True, out=None, items: list | None = None, **kw):
+    """`evaluate` with the prompts dealt round-robin over the processes and the scores gathered.
+
+    Returns the same EvalRun (items, seeds and per-image scores in the suite's order) on every process;
+    with one process it is exactly `evaluate(...)`.
+    """
+    ctx = ctx or get_context()
+    if not ctx.distributed:
+        return evaluate(backbone, suite, source, seeds_per_prompt, split=split, progress=progress, out=out, items=items, **kw)
+    items = items if items is not None else suite.items(split)
+    if not items:
+        raise EvalError(f"suite {suite.name} has no {split} prompts")
+    mine = ctx.shard_indices(len(items))
+    local = None
+    if mine:
+        local = evaluate(backbone, suite, source, seeds_per_prompt, split=split, progress=progress and ctx.is_main,
+                         out=out, items=[items[i] for i in mine], **kw)
+    parts = ctx.gather_object((mine, local.scores if local else [], local.seeds if local else None))
+    seeds = next(s for _, _, s in parts if s is not None)
+    per_item: dict[int, list] = {}
+    for idx, scores, _ in parts:
+        n = len(seeds)
+        for j, i in enumerate(idx):
+            per_item[i] = scores[j * n : (j + 1) * n]
+    scores = [sc for i in range(len(items)) for sc in per_item[i]]
+    return EvalRun(items=items, seeds=seeds, scores=scores)

@@ -1,4 +1,4 @@
-"""Leaderboards: Markdown and CSV tables rendered from records (the CI regression check is jsbench.report).
+"""Leaderboards: Markdown and CSV tables rendered from records (the CI regression check is jsbench.regression_check).
 
 One table per (backbone, model, steps): a row per method, per-task columns, the overall score with
 its standard error, and the paired difference to the default schedule. A cross-budget table puts

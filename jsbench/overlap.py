@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from jsbench.splits import mean_stderr, overall_of_tasks
+from jsbench.stats import mean_stderr, overall_of_tasks
 
 _FLIP = {"left of": "right of", "right of": "left of", "above": "below", "below": "above"}
 _POSITION = re.compile(r"(an? .+?) (left of|right of|above|below) (an? .+?)( with .*)?$")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from jsbench import JsbenchError
-from jsbench.evaluate import EVAL_SEED_BASE, EvalRun, ScheduleSource, discard_partial, evaluate
+from jsbench.evaluate import EVAL_SEED_BASE, EvalRun, ScheduleSource, discard_partial, evaluate, evaluate_sharded
 from jsbench.results import Record, append_records, make_records
 from jsbench.splits import check_split
 
@@ -31,7 +31,7 @@ class EvalResult(NamedTuple):
 
 def evaluate_run(backbone, suite, source: ScheduleSource, *, ctx=None, save_images: Path | None = None, **kw) -> EvalRun:
     """`evaluate(backbone, suite, source, **kw)`, its prompts sharded over `ctx`'s processes when given (the
-    gathered run; see `jsbench.distributed.evaluate_sharded`), each image also saved as a PNG in GenEval's
+    gathered run; see `jsbench.evaluate.evaluate_sharded`), each image also saved as a PNG in GenEval's
     layout under `save_images` (`jsbench.images`)."""
     if save_images is not None:
         from jsbench.images import ImageSaver
@@ -41,8 +41,6 @@ def evaluate_run(backbone, suite, source: ScheduleSource, *, ctx=None, save_imag
         kw["save_images"] = ImageSaver(save_images, listed, list(range(seed_base, seed_base + kw["seeds_per_prompt"])), source.spec)
     if ctx is None:
         return evaluate(backbone, suite, source, **kw)
-    from jsbench.distributed import evaluate_sharded
-
     return evaluate_sharded(backbone, suite, source, ctx, **kw)
 
 

@@ -45,11 +45,11 @@ import random
 from dataclasses import dataclass
 from functools import lru_cache
 from statistics import NormalDist
-from typing import Callable, Hashable, Sequence
+from typing import Any, Callable, Hashable, Iterable, Sequence
 
 __all__ = ["Estimate", "cluster_mean", "naive_mean", "weighted_overall", "two_level", "paired_two_level", "two_level_estimate", "sample_variance",
            "paired_two_level_estimate", "satterthwaite_df", "t_cdf", "t_quantile", "t_interval", "t_p_value", "cluster_bootstrap_ci",
-           "LEVEL", "SE_LEGEND", "TWO_LEVEL_LEGEND", "T_LEGEND"]
+           "mean_stderr", "overall_of_tasks", "LEVEL", "SE_LEGEND", "TWO_LEVEL_LEGEND", "T_LEGEND"]
 
 LEVEL = 0.95  # the level of every printed interval
 
@@ -211,6 +211,54 @@ def naive_mean(values: Sequence[float]) -> Estimate:
     if n < 2:
         return Estimate(m, math.nan, n, n)
     return Estimate(m, math.sqrt(sample_variance(values) / n), n, n, df=n - 1)
+
+
+# --- the plain mean and GenEval's overall, in the arithmetic the committed numbers were computed with -----
+# (naive_mean and weighted_overall give the same quantities with math.fsum and Estimates; these keep their
+# callers' bits: Python's sum() for a sequence, the array library's own reduction for a tensor or array)
+
+
+def mean_stderr(values: Any) -> tuple[float, float]:
+    """The mean and its standard error (unbiased sample std / sqrt(n)); nan where undefined (n = 0, or n = 1
+    for the error).
+
+    `values` is a sequence of numbers (summed in Python floats: the error is sqrt(var / n)), or a torch tensor
+    or numpy array, which is reduced by its own library in its own dtype (the error is float(std / sqrt(n)),
+    std with Bessel's correction): pass `x.double()` for float64 arithmetic on a float32 tensor. Neither
+    torch nor numpy is imported here; an array is recognised by the module of its type.
+    """
+    library = type(values).__module__.partition(".")[0]
+    if library in ("torch", "numpy"):
+        n = int(values.numel()) if library == "torch" else int(values.size)
+        if n == 0:
+            return float("nan"), float("nan")
+        mean = float(values.mean())
+        if n < 2:
+            return mean, float("nan")
+        std = values.std(unbiased=True) if library == "torch" else values.std(ddof=1)
+        return mean, float(std / math.sqrt(n))
+    n = len(values)
+    if n == 0:
+        return float("nan"), float("nan")
+    mean = sum(values) / n
+    if n < 2:
+        return mean, float("nan")
+    var = sum((v - mean) ** 2 for v in values) / (n - 1)
+    return mean, math.sqrt(var / n)
+
+
+def overall_of_tasks(task_stats: Iterable[tuple[float, float]]) -> tuple[float, float]:
+    """GenEval's overall: the mean of the task means, and its standard error from the per-task standard
+    errors (tasks are independent samples): sqrt(sum se_t^2) / T. A task without an error (nan: one image)
+    adds none. `task_stats` holds one (mean, stderr) per task, e.g. `mean_stderr` of each task's values;
+    (nan, nan) where there are no tasks."""
+    stats = list(task_stats)
+    if not stats:
+        return float("nan"), float("nan")
+    value = sum(m for m, _ in stats) / len(stats)
+    # `** 2` as the leaderboards have always computed it (x ** 2 and x * x differ in the last bit for ~0.1% of floats)
+    se = math.sqrt(sum((s if s == s else 0.0) ** 2 for _, s in stats)) / len(stats)
+    return value, se
 
 
 def cluster_mean(values: Sequence[float], clusters: Sequence[Hashable]) -> Estimate:

@@ -104,7 +104,7 @@ def check_table(report) -> RichTable | None:
     shown = [r for r in report.rows if r.verdict != "unchanged" or r.changed]
     if not shown:
         return None
-    from jsbench.report import CHECK_LEGEND
+    from jsbench.regression_reports import CHECK_LEGEND
 
     table = plain_table(title=f"committed rows that moved or are missing (tolerance {report.tolerance:g} × SE of the paired Δ)",
                         caption="N: steps; was: committed; now: this run; allowed: the largest drop that passes; "

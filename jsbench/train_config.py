@@ -1,6 +1,6 @@
 """A training run's configuration, with each field's command-line help beside it.
 
-`jsbench train` builds its options from these fields (jsbench/cli.py, `config_options`): a field added
+`jsbench train` builds its options from these fields (jsbench/cli_options.py, `config_options`): a field added
 here is an option there, with its name (`--field-name`), default and help, and nothing else to touch.
 The metadata of a field: `help` (required), `flags` (the option's names when not just `--field-name`,
 e.g. a short flag, or a bare `--flag` for a bool without `--no-flag`), `choices` (the allowed values),
@@ -94,7 +94,7 @@ def train_command(config: TrainConfig, out: str) -> str:
 
     parts = ["jsbench train"]
     for f in fields(TrainConfig):
-        # the option's own first name, as cli.config_options declares it
+        # the option's own first name, as cli_options.config_options declares it
         value, flag = getattr(config, f.name), f.metadata.get("flags", ("--" + f.name.replace("_", "-"),))[0]
         if f.name not in _NAMED_FIELDS and value == f.default:
             continue

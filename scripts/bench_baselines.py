@@ -16,7 +16,7 @@
    default; or --policy PATH): tr Cov(g) and the gradient MSE under each baseline on the same batches,
    relative to RLOO's, with paired-bootstrap 90 % CIs.
 
-Sections 1 and 2 are jsbench.estimators' simulated checks, on the baselines of the registry.
+Sections 1 and 2 are jsbench.estimator_simulation's checks, on the baselines of the registry.
 
 Nothing is written unless asked: --write writes bench/results/baselines.json and the plots beside it,
 --out PATH writes there instead.
@@ -39,17 +39,16 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "bench" / "results" / "baselines.json"
 sys.path.insert(0, str(ROOT))
 
-from jsbench.estimators import (  # noqa: E402  the lab's own code: simulation, claims, bandit, gradient variance
+from jsbench.estimator_rendering import lab_table  # noqa: E402  the lab's own code: gradient variance, its table
+from jsbench.estimator_simulation import (  # noqa: E402  simulation, claims, bandit
     BINARY_MEAN,
     ORACLE,
-    LabConfig,
     bandit_gradient_error,
-    lab_table,
     mse_claim,
-    run_lab,
     simulated_mse_grid,
     z_over_rloo,
 )
+from jsbench.estimators import LabConfig, run_lab  # noqa: E402
 from jsbench.io import replacing, result_target, shown_path, write_result  # noqa: E402
 
 COLOURS = {"none": "#999999", "rloo": "#1f77b4", "xctx": "#2ca02c", "js": "#d62728", "js-plugin": "#ff7f0e", ORACLE: "#7f7f7f"}

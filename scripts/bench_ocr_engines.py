@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from jsbench import JsbenchError  # noqa: E402
 from jsbench.io import write_text_atomic  # noqa: E402
-from jsbench.rewards.ocr import available_engines, load_engine  # noqa: E402
+from jsbench.rewards.ocr_engines import available_engines, load_engine  # noqa: E402
 
 WORDS = ["river", "OPEN", "Coffee", "jazz night", "Route 66", "garden", "SALE", "hello world", "Bakery", "exit"]
 

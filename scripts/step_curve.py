@@ -22,7 +22,7 @@ from rich.table import Table
 
 from jsbench.backbones import load_backbone
 from jsbench.io import add_result_options, write_result
-from jsbench.splits import mean_stderr
+from jsbench.stats import mean_stderr
 from jsbench.suites import load_suite
 from jsbench.world.calibration import score_grid
 

@@ -8,8 +8,10 @@ import pytest
 import typer.main
 
 import jsbench.cli as cli_module
+import jsbench.commands.train
 import jsbench.train
 from jsbench import JsbenchError
+from jsbench.cli_options import config_options
 from jsbench.train import TrainConfig
 
 
@@ -43,7 +45,8 @@ class _Extended(TrainConfig):
 
 
 def test_a_new_field_is_a_new_option_that_reaches_the_config(cli, monkeypatch):
-    monkeypatch.setattr(cli_module, "TrainConfig", _Extended)
+    monkeypatch.setattr(cli_module, "TrainConfig", _Extended)  # the options typer reads
+    monkeypatch.setattr(jsbench.commands.train, "TrainConfig", _Extended)  # the config the command builds
     monkeypatch.setattr(cli_module.train, "__signature__", cli_module._train_signature())
     code, out, err = cli("train", "--help")
     assert code == 0, err
@@ -72,7 +75,7 @@ def test_a_field_without_help_is_refused():
         undocumented: int = 1
 
     with pytest.raises(TypeError, match="undocumented has no help"):
-        cli_module.config_options(Bare)
+        config_options(Bare)
 
 
 def test_compare_option_rules_live_in_the_library_and_refuse_before_weights_load(cli, monkeypatch, tmp_path):

@@ -150,7 +150,7 @@ def _worker(rank: int, world: int, port: int, out: str, policy_dir: str) -> None
                       LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
     torch.set_num_threads(1)
     jd._CONTEXT = None  # the parent's one-process context is not ours
-    from jsbench.evaluate import resolve_schedule
+    from jsbench.evaluate import evaluate_sharded, resolve_schedule
     from jsbench.results import make_records
     from jsbench.suites import load_suite
     from jsbench.train import TrainConfig, Trainer, read_log
@@ -167,7 +167,7 @@ def _worker(rank: int, world: int, port: int, out: str, policy_dir: str) -> None
     trainer.save_policy()
     suite = load_suite("geneval", trainer.backbone)
     source = resolve_schedule(f"policy:{policy_dir}", trainer.backbone, 3)
-    run = jd.evaluate_sharded(trainer.backbone, suite, source, ctx, seeds_per_prompt=EVAL_SEEDS, progress=False)
+    run = evaluate_sharded(trainer.backbone, suite, source, ctx, seeds_per_prompt=EVAL_SEEDS, progress=False)
     if ctx.is_main:
         (out / "records.json").write_text(json.dumps(_record_values(make_records(trainer.backbone, suite, source, run))))
         (out / "scores.json").write_text(json.dumps(run.scores))

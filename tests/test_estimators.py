@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from jsbench import estimator_rendering as rendering
 from jsbench import estimators as lab
 from jsbench.baselines import advantages
 from jsbench.distributed import DistContext
@@ -141,7 +142,7 @@ def test_the_lab_runs_on_the_analytic_world_and_is_exact_per_seed():
     assert [r["baseline"] for r in first["rows"]] == ["none", "rloo", "xctx", "js", "js-plugin", "jspo"]
     strip = lambda rec: json.dumps({k: v for k, v in rec.items() if k != "seconds"}, sort_keys=True)  # noqa: E731
     assert strip(first) == strip(second)
-    assert "grad var" in lab.lab_table(first) and all(len(line) <= 80 for line in lab.lab_table(first).splitlines())
+    assert "grad var" in rendering.lab_table(first) and all(len(line) <= 80 for line in rendering.lab_table(first).splitlines())
 
 
 @pytest.mark.slow  # subprocesses
@@ -174,10 +175,10 @@ def test_along_training_replays_the_run_and_plots_byte_stable(tmp_path):
     record = lab.run_lab_along(config, run, every=1, backbone=trainer.backbone, progress=False)
     assert [s["update"] for s in record["states"]] == [0, 1, 2]
     assert record["replay_matches_policy"] is True  # the replay ends exactly at the saved policy
-    first = lab.write_lab_record(record, tmp_path / "a" / "along.json")
-    second = lab.write_lab_record(record, tmp_path / "b" / "along.json")
+    first = rendering.write_lab_record(record, tmp_path / "a" / "along.json")
+    second = rendering.write_lab_record(record, tmp_path / "b" / "along.json")
     assert first[1].read_bytes() == second[1].read_bytes() and first[1].suffix == ".png"
-    assert "update,baseline" in lab.lab_csv(record).splitlines()[0]
+    assert "update,baseline" in rendering.lab_csv(record).splitlines()[0]
     with pytest.raises(lab.EstimatorError):
         lab.run_lab_along(lab.LabConfig(backbone="analytic", steps=5, rollouts=3), run, every=1, backbone=trainer.backbone, progress=False)
 

@@ -18,14 +18,9 @@ from test_geneval_real import RGB, _tiny_owl, oracle_classifier
 
 from jsbench import JsbenchError
 from jsbench.backbones import listing_backbone
-from jsbench.rewards.detectors import (
-    OFFICIAL_DETECTOR_ID,
-    ColorClassifier,
-    Mask2FormerDetector,
-    MMDetDetector,
-    detector_id,
-    mask2bbox,
-)
+from jsbench.rewards.color_classifier import ColorClassifier
+from jsbench.rewards.detectors import OFFICIAL_DETECTOR_ID, detector_id
+from jsbench.rewards.mask2former import Mask2FormerDetector, MMDetDetector, mask2bbox
 from jsbench.scoring.geneval import CLASSES, Detection, evaluate_detections, group_detections
 from jsbench.suites import load_suite
 from jsbench.scoring.geneval_prompts import OFFICIAL_SHA256

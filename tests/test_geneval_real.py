@@ -16,7 +16,10 @@ import torch
 from jsbench import JsbenchError
 from jsbench.backbones import listing_backbone
 from jsbench.rewards.clip import ClipModel
-from jsbench.rewards.detectors import ColorClassifier, MMDetDetector, OwlDetector, WorldDetector, nms, owl_postprocess
+from jsbench.rewards.color_classifier import ColorClassifier
+from jsbench.rewards.detectors import WorldDetector
+from jsbench.rewards.mask2former import MMDetDetector
+from jsbench.rewards.owl import OwlDetector, nms, owl_postprocess
 from jsbench.scoring.geneval import Detection
 from jsbench.suites import load_suite
 from jsbench.suites.geneval import GenEvalSuite, RealGenEvalSuite

@@ -162,8 +162,24 @@ def test_layers_import_only_downward(unit):
     assert not upward, "imports that do not run downward: " + "; ".join(sorted(upward))
 
 
+def test_the_process_group_module_imports_only_the_bottom_layer():
+    """distributed.py is the process group and its launcher: sharded evaluation lives in evaluate.py, so
+    the module training, evaluation and the lab all use sits just above the bottom layer."""
+    for target, line in imports_of("jsbench.distributed"):
+        if target == "jsbench" or target.startswith("jsbench."):
+            assert _unit(target) in BASE, f"jsbench.distributed:{line} imports {target}"
+
+
 def test_no_import_cycle_between_units():
     assert cycles(unit_edges()) == []
+
+
+MAX_LINES = 500  # a module longer than this holds more than one responsibility; the backbone adapters are exempt
+
+
+def test_no_module_over_500_lines_outside_the_backbone_adapters():
+    long = {m: n for m, path in MODULES.items() if _unit(m) != "jsbench.backbones" and (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert not long, f"modules over {MAX_LINES} lines (split them by responsibility): {long}"
 
 
 def test_each_reward_registers_in_rewards_and_each_suite_in_suites():

@@ -112,7 +112,7 @@ def _final(detector, picture: np.ndarray):
 
 def test_final_detections_match_mmdet_inference_detector(converted):
     pytest.importorskip("cv2")
-    from jsbench.rewards.detectors import GenevalOfficialDetector
+    from jsbench.rewards.mask2former import GenevalOfficialDetector
     from jsbench.scoring.geneval import CLASSES
 
     detector = GenevalOfficialDetector.from_folder(converted, device="cpu")
@@ -218,7 +218,7 @@ def test_geneval_scores_end_to_end_with_the_converted_weights(converted, monkeyp
     from test_geneval_real import oracle_classifier
 
     from jsbench.backbones import listing_backbone
-    from jsbench.rewards.detectors import GenevalOfficialDetector
+    from jsbench.rewards.mask2former import GenevalOfficialDetector
     from jsbench.suites import load_suite
 
     monkeypatch.delenv("JSBENCH_GENEVAL_DETECTOR", raising=False)

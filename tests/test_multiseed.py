@@ -126,7 +126,7 @@ def test_multi_seed_row_is_the_mean_over_seeds_with_a_two_level_se(row, tmp_path
     kept = tables_from_csv(read_committed(tmp_path / "lb" / "geneval.csv"))
     assert "[lo, hi]" not in render_markdown(kept, "geneval", "correct", "jsbench compare")  # no df: no interval claimed
     # another seed base is other images: the check refuses to pair them
-    from jsbench.report import CheckError
+    from jsbench.regression_check import CheckError
 
     with pytest.raises(CheckError, match="seeds"):
         run_compare(_request(row, tmp_path, seed_base=0, check=True), bb, suite, log=lambda m: None)

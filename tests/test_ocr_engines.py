@@ -15,7 +15,7 @@ import torch
 
 from jsbench import JsbenchError
 from jsbench.rewards import available_rewards, load_reward
-from jsbench.rewards.ocr import (
+from jsbench.rewards.ocr_engines import (
     EASYOCR_FILES,
     EasyOcrEngine,
     OcrUnavailable,
@@ -118,10 +118,10 @@ def test_read_distinct_reads_each_distinct_image_once_in_first_seen_order():
 
 
 def test_read_distinct_tells_images_apart_when_their_digests_collide(monkeypatch):
-    import jsbench.rewards.ocr as ocr
+    import jsbench.rewards.ocr_engines as ocr_engines
 
     # every image gets one digest: within a call the full comparison alone must keep them apart
-    monkeypatch.setattr(ocr, "image_digest", lambda image: b"same")
+    monkeypatch.setattr(ocr_engines, "image_digest", lambda image: b"same")
     pixels = np.stack([np.full((2, 2, 3), v, dtype=np.uint8) for v in (1, 2, 1, 3)])
     assert read_distinct(pixels, lambda distinct: [str(int(d[0, 0, 0])) for d in distinct]) == ["1", "2", "1", "3"]
 
@@ -171,7 +171,7 @@ def test_rapidocr_reads_a_repeated_image_once_and_as_each_copy_alone(rapid, monk
 
 def rapid_pixels(images: torch.Tensor) -> np.ndarray:
     """What an engine reads: the images as [B, H, W, 3] uint8."""
-    from jsbench.rewards.ocr import _to_uint8
+    from jsbench.rewards.ocr_engines import _to_uint8
 
     return _to_uint8(images)
 

@@ -203,7 +203,7 @@ def test_check_never_pairs_two_protocols():
     with it (its rows are missing, the protocol named), a `words` run is."""
     from test_report import BASE, KEY, TwoTasks, _committed, _run
 
-    from jsbench.report import check_against_committed
+    from jsbench.regression_check import check_against_committed
 
     class OcrLike(TwoTasks):
         unrecorded_provenance = {"protocol": "words"}

@@ -7,7 +7,8 @@ import torch
 
 from jsbench.suites import available_suites, load_suite
 from jsbench.suites.ocr import TASKS, OcrSuite
-from jsbench.world.text import _drawn, render_text, text_latent
+from jsbench.world.text import _drawn, text_latent
+from jsbench.world.text_canvas import render_text
 
 
 @pytest.fixture(scope="module")

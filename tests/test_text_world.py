@@ -13,23 +13,20 @@ from jsbench.world.mixture import MixtureTable, euler_flow
 from jsbench.world.scenes import LATENT_DIM
 from jsbench.world.text import (
     CARRIERS,
-    MAX_TEXT_CHARS,
     TEXT_FEATURES_AT,
-    TEXT_HEIGHT,
-    TEXT_WIDTH,
     WORDS,
     embed_text_prompt,
     is_text_prompt,
     load_text_prompts,
     make_text_prompts,
     parse_text_prompt,
-    render_text,
     split_text_prompts,
     text_latent,
     text_mixture,
     text_modes,
 )
-from jsbench.rewards.ocr import load_engine
+from jsbench.world.text_canvas import MAX_TEXT_CHARS, TEXT_HEIGHT, TEXT_WIDTH, render_text
+from jsbench.rewards.ocr_engines import load_engine
 from jsbench.scoring.text import image_metrics
 
 

@@ -4,8 +4,9 @@ A scorer knows a prompt set's GenEval metadata and turns images into GenEval ver
 not) with the rules of `jsbench.scoring.geneval`:
 - `WorldGenEvalScorer`: the embedded world's prompts and its exact detector on the rendered pixels
   (`jsbench.world.detect`, or a backbone's own world: `geneval_world`).
-- `RealGenEvalScorer`: GenEval's official prompts (or any metadata file), a real detector and GenEval's
-  CLIP colour rule (`jsbench.rewards.detectors`), loaded on first scoring, local files only.
+- `RealGenEvalScorer`: GenEval's official prompts (or any metadata file), a real detector
+  (`jsbench.rewards.detectors`) and GenEval's CLIP colour rule (`jsbench.rewards.color_classifier`),
+  loaded on first scoring, local files only.
 The suite (`jsbench.suites.geneval`) adds items, splits, aggregation and (on the embedded world) a GenEval
 metadata file over the world's prompts on top of these classes.
 """
@@ -97,7 +98,8 @@ class RealGenEvalScorer:
         """What produced this suite's scores, known without loading a model: the detector, the colour
         model, and the sha256 of the test prompt set (GenEval's serialisation; the official file's hash for
         the official prompts)."""
-        from jsbench.rewards.detectors import ColorClassifier, detector_id
+        from jsbench.rewards.color_classifier import ColorClassifier
+        from jsbench.rewards.detectors import detector_id
         from jsbench.scoring.geneval_prompts import prompt_set_hash
 
         if self._detector is not None:
@@ -118,7 +120,7 @@ class RealGenEvalScorer:
     @property
     def color_classifier(self):
         if self._color is None:
-            from jsbench.rewards.detectors import ColorClassifier
+            from jsbench.rewards.color_classifier import ColorClassifier
 
             self._color = ColorClassifier(spec=self._color_model)
         return self._color

@@ -7,7 +7,7 @@ matched as multisets; per image `precision` = matched / read words, `recall` = m
 its F-measure from the pooled precision and recall (`jsbench.suites.ocr`). Beside them: `word_accuracy`
 (every target word read, MARIO's recall = 1), the normalised edit distance `ned`, and `ocr_reward`, the OCR
 reward of Flow-GRPO's code (see `ocr_reward`). The OCR engines that produce the read text are in
-`jsbench.rewards.ocr`.
+`jsbench.rewards.ocr_engines`.
 """
 
 from __future__ import annotations

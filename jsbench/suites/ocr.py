@@ -35,7 +35,8 @@ import numpy as np
 import torch
 
 from jsbench import JsbenchError
-from jsbench.rewards.ocr import default_engine, load_engine, read_detections, require_text_backbone
+from jsbench.rewards.ocr import require_text_backbone
+from jsbench.rewards.ocr_engines import default_engine, load_engine, read_detections
 from jsbench.scoring.mario import mario_f_measure, mario_image_metrics
 from jsbench.scoring.text import f_measure, image_metrics, target_words
 from jsbench.stats import cluster_mean

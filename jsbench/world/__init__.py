@@ -164,7 +164,7 @@ class EmbeddedWorld:
 
     def render(self, latents: torch.Tensor, prompts: list[str]) -> torch.Tensor:
         if self._kind(prompts) == "text":
-            from jsbench.world.text import render_text
+            from jsbench.world.text_canvas import render_text
 
             return render_text(latents, prompts)
         from jsbench.world.render import render_scenes

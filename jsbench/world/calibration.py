@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import torch
 
 from jsbench.schedule import candidate_schedules, shifted_sigmas, uniform_sigmas
-from jsbench.splits import mean_stderr
+from jsbench.stats import mean_stderr
 
 
 def score_grid(backbone, suite, items: list, seeds: list[int], schedules: torch.Tensor, chunk: int = 4096) -> torch.Tensor:

@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from jsbench.schedule import check_sigmas, uniform_sigmas
-from jsbench.splits import mean_stderr
+from jsbench.stats import mean_stderr
 from jsbench.world.detail import OPEN_PHRASES, noise_mode
 
 

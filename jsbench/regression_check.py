@@ -1,5 +1,6 @@
 """The CI regression check: every committed leaderboard row and task against a fresh run, with the
-standard error of the *paired* difference, and the reports a CI system can show (Markdown, JSON, JUnit).
+standard error of the *paired* difference (the reports a CI system can show, Markdown, JSON and JUnit,
+are jsbench/regression_reports.py).
 
 Both runs use the same prompts and seeds, so the difference is taken image by image. For that the
 leaderboard keeps, beside `<suite>.csv`, the per-image scores of every row in `<suite>.scores.jsonl`
@@ -23,8 +24,7 @@ from __future__ import annotations
 
 import json
 import math
-import xml.etree.ElementTree as ET
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from jsbench import JsbenchError
@@ -34,23 +34,13 @@ from jsbench.leaderboard import method_rank, provenance_key
 from jsbench.evaluate import NOISE_SCHEME
 from jsbench.results import PROVENANCE_FIELDS
 
-REPORT_FORMATS = {".md": "markdown", ".json": "json", ".xml": "junit"}
 VERDICTS = ("regressed", "missing", "improved", "unchanged")  # the order reports list them in
 SCORES_SCHEMA = "jsbench.scores/1"
-REPORT_SCHEMA = "jsbench.check/1"
 CSV_DIGITS = 6  # leaderboard.render_csv writes values with 6 decimals
 
 
 class CheckError(JsbenchError):
     pass
-
-
-def report_format(path: str | Path) -> str:
-    """The report format its suffix names; refuses any other suffix (before anything is evaluated)."""
-    suffix = Path(path).suffix.lower()
-    if suffix not in REPORT_FORMATS:
-        raise CheckError(f"--report {str(path)!r}: the suffix names the format; use .md (Markdown), .json or .xml (JUnit)")
-    return REPORT_FORMATS[suffix]
 
 
 def scores_path(leaderboard_dir: Path, suite: str) -> Path:
@@ -135,12 +125,12 @@ def _same_values(a: dict, b: dict, tol: float) -> bool:
 
 
 def _close(a, b, tol) -> bool:
-    if a is None or b is None or _nan(a) or _nan(b):
-        return (a is None or _nan(a)) and (b is None or _nan(b))
+    if a is None or b is None or is_nan(a) or is_nan(b):
+        return (a is None or is_nan(a)) and (b is None or is_nan(b))
     return abs(a - b) <= tol
 
 
-def _nan(v) -> bool:
+def is_nan(v) -> bool:
     return isinstance(v, float) and math.isnan(v)
 
 
@@ -248,7 +238,7 @@ def reproduces_csv_value(full: float | None, written: float | None) -> bool:
 
 
 def _rounded(v: float | None) -> float | None:
-    return None if v is None or _nan(v) else float(f"{v:.{CSV_DIGITS}f}")
+    return None if v is None or is_nan(v) else float(f"{v:.{CSV_DIGITS}f}")
 
 
 def check_tolerance(tolerance: float) -> None:
@@ -390,11 +380,11 @@ def check_against_committed(
             why = other_provenance.get((key, task)) or ("the fresh run has no such row" if key not in runs else f"the fresh run has no {task!r} task")
             checks.append(RowCheck(**base, verdict="missing", committed=committed_value, note=why))
             continue
-        fresh_value = None if _nan(fresh_m.value) else fresh_m.value
+        fresh_value = None if is_nan(fresh_m.value) else fresh_m.value
         if key in diffs:
             d_metrics, c_metrics, per_image = diffs[key]
             c_m, d_m = c_metrics.get(task), d_metrics.get(task)
-            c_full = None if c_m is None or _nan(c_m.value) else c_m.value
+            c_full = None if c_m is None or is_nan(c_m.value) else c_m.value
             if not reproduces_csv_value(c_full, committed_value):
                 raise CheckError(
                     f"{scores_file} does not reproduce the committed {key[3]} · {task} at {key[2]} steps "
@@ -402,8 +392,8 @@ def check_against_committed(
                 )
             mine = [d for t, d in per_image if d is not None and (task == "overall" or t == task)]
             up, down = sum(d > 0 for d in mine), sum(d < 0 for d in mine)
-            delta = None if d_m is None or _nan(d_m.value) else d_m.value
-            se = None if d_m is None or _nan(d_m.stderr) else d_m.stderr
+            delta = None if d_m is None or is_nan(d_m.value) else d_m.value
+            se = None if d_m is None or is_nan(d_m.stderr) else d_m.stderr
             rc = RowCheck(**base, verdict="", committed=c_full, fresh=fresh_value, delta=delta, delta_stderr=se, paired=True,
                           n_images=len(mine), images_up=up, images_down=down, changed=bool(up or down))
         else:
@@ -416,7 +406,7 @@ def check_against_committed(
                 )
             fresh_r = _rounded(fresh_value)
             delta = None if fresh_r is None or committed_value is None else fresh_r - committed_value
-            se_f = None if _nan(fresh_m.stderr) else fresh_m.stderr
+            se_f = None if is_nan(fresh_m.stderr) else fresh_m.stderr
             se_c = _csv_float(line.get("stderr"))
             note = f"unpaired SE: no committed per-image scores in {scores_file}"
             if se_c is None:
@@ -451,147 +441,7 @@ def _ordered(rows: list[RowCheck]) -> list[RowCheck]:
     return sorted(rows, key=lambda r: (r.backbone, r.model_id, r.steps, method_rank(r.method), r.task != "overall", task_order[r.task]))
 
 
-# --- reports -----------------------------------------------------------------------------------------
-
-
-def _f(v, spec=".3f", signed=False) -> str:
-    if v is None or _nan(v):
-        return "–"
-    return format(v, ("+" if signed else "") + spec)
-
-
-def _images(r: RowCheck) -> str:
-    if not r.paired:
-        return "–"
-    return f"↑{r.images_up} ↓{r.images_down} of {r.n_images}"
-
-
-_MD_HEADER = ["verdict", "backbone", "steps", "method", "task", "committed", "fresh", "Δ ± SE(Δ)", "allowed drop", "images ↑/↓"]
-
-
-def _md_row(r: RowCheck) -> str:
-    verdict = {"regressed": "❌ regressed", "improved": "⬆️ improved", "missing": "⚠️ missing"}.get(r.verdict, "unchanged")
-    if r.verdict == "unchanged" and r.changed:
-        verdict = "unchanged (moved within tolerance)"
-    se = "" if r.delta_stderr is None else f" ± {r.delta_stderr:.4f}" + ("" if r.paired else " (unpaired)")
-    cells = [verdict, r.backbone, str(r.steps), r.method, r.task, _f(r.committed), _f(r.fresh),
-             ("–" if r.delta is None else f"{r.delta:+.4f}") + se, _f(r.allowed_drop, ".4f"), _images(r)]
-    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
-
-
-CHECK_LEGEND = "SE(Δ): standard error of the paired per-image differences, clustered by prompt."
-
-
-def _md_table(rows: list[RowCheck]) -> list[str]:
-    return ["| " + " | ".join(_MD_HEADER) + " |", "|" + "|".join("---" for _ in _MD_HEADER) + "|", *(_md_row(r) for r in rows), "", CHECK_LEGEND]
-
-
-def render_markdown(report: CheckReport) -> str:
-    """For a CI job summary: the headline, what failed or moved, then the full table collapsed."""
-    out = [f"### {report.headline}", "", f"`{report.command}` · metric `{report.metric}` · tolerance {report.tolerance:g} × SE(Δ)"
-           + (" · --strict: missing rows fail" if report.strict else ""), ""]
-    sections = [
-        ("Regressions", [r for r in report.rows if r.verdict == "regressed"]),
-        ("Missing committed rows" + (" (fail under --strict)" if report.strict else ""), [r for r in report.rows if r.verdict == "missing"]),
-        ("Improvements", [r for r in report.rows if r.verdict == "improved"]),
-        ("Moved within tolerance", report.moved_within),
-    ]
-    for title, rows in sections:
-        if rows:
-            out += [f"#### {title} ({len(rows)})", "", *_md_table(rows), ""]
-    unpaired = [r for r in report.rows if r.verdict != "missing" and not r.paired]
-    if unpaired:
-        out += [f"{len(unpaired)} rows have no committed per-image scores: their SE(Δ) is unpaired, √(se_committed² + se_fresh²). "
-                "Regenerate the leaderboard (`jsbench compare`) to store them.", ""]
-    if report.new_rows:
-        out += ["Fresh rows with no committed counterpart (not checked): " + ", ".join(report.new_rows) + ".", ""]
-    if report.not_checked:
-        out += ["Committed rows outside this run (other backbones or budgets, not checked): "
-                + ", ".join(f"{k} ({v} row{'' if v == 1 else 's'})" for k, v in report.not_checked.items()) + ".", ""]
-    out += [report.tolerance_text, "", f"<details><summary>All {len(report.rows)} rows and tasks</summary>", "", *_md_table(report.rows), "", "</details>", ""]
-    return "\n".join(out)
-
-
-def report_dict(report: CheckReport) -> dict:
-    return {
-        "schema": REPORT_SCHEMA,
-        "headline": report.headline,
-        "exit_code": report.exit_code,
-        "command": report.command,
-        "suite": report.suite,
-        "metric": report.metric,
-        "backbone": report.backbone,
-        "model_id": report.model_id,
-        "steps": report.steps,
-        "prompts_seeds": report.prompts_seeds,
-        "strict": report.strict,
-        "tolerance": {
-            "multiplier": report.tolerance,
-            "unit": "standard errors of the paired difference (SE(Δ))",
-            "allowed_drop_unit": report.metric,
-            "rule": report.tolerance_text,
-        },
-        "counts": {v: report.count(v) for v in VERDICTS} | {"moved_within_tolerance": len(report.moved_within), "rows": len(report.rows)},
-        "rows": [_clean(asdict(r)) for r in report.rows],
-        "new_rows": report.new_rows,
-        "not_checked": report.not_checked,
-    }
-
-
-def _clean(d: dict) -> dict:
-    return {k: (None if _nan(v) else v) for k, v in d.items()}
-
-
-def render_json(report: CheckReport) -> str:
-    return json.dumps(report_dict(report), indent=1, ensure_ascii=False) + "\n"
-
-
-def render_junit(report: CheckReport) -> str:
-    """One test suite per (backbone, model, budget), one test case per committed row and task."""
-    root = ET.Element("testsuites", name=f"jsbench compare --check · {report.suite}", tests=str(len(report.rows)),
-                      failures=str(len(report.failed)), errors="0")
-    groups: dict[tuple, list[RowCheck]] = {}
-    for r in report.rows:
-        groups.setdefault((r.backbone, r.model_id, r.steps), []).append(r)
-    for (backbone, model_id, steps), rows in groups.items():
-        failed = [r for r in rows if r in report.failed]
-        skipped = [r for r in rows if r.verdict == "missing" and r not in failed]
-        suite_el = ET.SubElement(root, "testsuite", name=f"{report.suite} · {backbone} · {model_id} · {steps} steps",
-                                 tests=str(len(rows)), failures=str(len(failed)), errors="0", skipped=str(len(skipped)))
-        for r in rows:
-            case = ET.SubElement(suite_el, "testcase", name=r.name, classname=f"jsbench.{report.suite}.{backbone}.n{steps}", time="0")
-            detail = _case_text(r)
-            if r.verdict == "regressed":
-                ET.SubElement(case, "failure", message=f"regressed: Δ {r.delta:+.4f} below the allowed drop {r.allowed_drop:.4f}", type="regressed").text = detail
-            elif r.verdict == "missing":
-                tag = "failure" if r in failed else "skipped"
-                ET.SubElement(case, tag, message=f"missing: {r.note}", **({"type": "missing"} if tag == "failure" else {})).text = detail
-            ET.SubElement(case, "system-out").text = detail
-    ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
-
-
-def _case_text(r: RowCheck) -> str:
-    parts = [f"verdict: {r.verdict}" + (" (moved within tolerance)" if r.verdict == "unchanged" and r.changed else ""),
-             f"committed {_f(r.committed, '.4f')}, fresh {_f(r.fresh, '.4f')}, Δ {_f(r.delta, '.4f', True)} ± {_f(r.delta_stderr, '.4f')}"
-             + (" (paired)" if r.paired else " (unpaired)" if r.delta is not None else ""),
-             f"allowed drop {_f(r.allowed_drop, '.4f')} {r.metric}"]
-    if r.paired:
-        parts.append(f"images ↑{r.images_up} ↓{r.images_down} of {r.n_images}")
-    if r.note:
-        parts.append(r.note)
-    return "; ".join(parts)
-
-
-RENDERERS = {"markdown": render_markdown, "json": render_json, "junit": render_junit}
-
-
-def write_report(report: CheckReport, path: str | Path) -> Path:
-    write_text_atomic(path, RENDERERS[report_format(path)](report))
-    return Path(path)
-
-
 __all__ = [
-    "CheckError", "CheckReport", "RowCheck", "check_against_committed", "read_scores", "write_scores", "scores_path",
-    "report_format", "write_report", "render_markdown", "render_json", "render_junit", "report_dict",
+    "CheckError", "CheckReport", "RowCheck", "check_against_committed", "check_scope", "check_tolerance", "read_scores", "write_scores",
+    "scores_path", "row_key", "scores_entry", "reproduces_csv_value", "VERDICTS",
 ]

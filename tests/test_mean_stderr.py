@@ -1,4 +1,4 @@
-"""splits.mean_stderr (sequences, torch tensors, numpy arrays) and splits.overall_of_tasks."""
+"""stats.mean_stderr (sequences, torch tensors, numpy arrays) and stats.overall_of_tasks."""
 
 import math
 import subprocess
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from jsbench.splits import mean_stderr, overall_of_tasks
+from jsbench.stats import mean_stderr, overall_of_tasks
 from jsbench.suites.base import EvalItem, aggregate_by_task
 
 
