@@ -2,16 +2,23 @@
 
 Nothing here loads a model's weights: the rows come from the command's options, the prompt counts from the
 suite's prompt list, and the cost from the full-size FLOP counts in bench/results/backbones.json
-(`full_size_estimate`: `step_flops`, one sampler step of one image at 1024² with classifier-free guidance's
-batch counted, `cfg_batch`). A denoiser evaluation (NFE) is one network call on one row, so an image at N
-steps under CFG is 2N evaluations.
+(`full_size_estimate`, written by scripts/bench_backbones.py on the meta device): `step_flops`, one sampler step
+of ONE image at 1024² with classifier-free guidance's pair of rows already counted (`cfg_batch` rows), and, per
+image, `text_encode_flops` (the text encoders on the prompt, and on the negative prompt under guidance) and
+`vae_decode_flops` (one decode). A backbone whose class inherits its published size (sd35-medium: sd35's) is
+costed by its owner's entry. A denoiser evaluation (NFE) is one network call on one row, so an image at N
+steps under CFG is 2N evaluations; its FLOPs are N x step_flops + text + decode.
 
-GPU-hours = FLOPs / sustained throughput. The throughput of a GPU class is SUSTAINED_SHARE of its dense bf16
-tensor peak (the vendors' data sheets, below): 40 %, which is what "4-5 s per 28-step 1024² Flux image on an
-H100" implies (28 x 74.4 TFLOP / 4.5 s = 463 TFLOP/s, 47 % of 989) less a margin for the text encoders and the
-VAE, which the FLOP count leaves out. When `gpu_smoke` has measured seconds per step at real size on a GPU
-of that class (its JSON names the device and, per backbone, `seconds_per_step` of `rows` images), the plan
-uses that measurement instead and says so.
+GPU-hours = FLOPs / sustained throughput. Assumed throughput: SUSTAINED_SHARE (40 %) of the GPU class's dense
+bf16 tensor peak (NVIDIA's data sheets, GPU_PEAK_TFLOPS). The share is an assumption, not a measurement of this
+project; its source is issue 27's rough figure of "4-5 s per 28-step 1024² Flux image on an H100", which is
+(28 x 74.4 + 4.9 + 10.5) TFLOP / 4.5 s = 466 TFLOP/s, 47 % of 989, taken down to 40 % for the work no FLOP count
+sees (memory-bound norms and attention softmax, host overhead). Where a device run measured seconds per step at
+real size on a GPU of that class (scripts/gpu_day_one.py's bench/results/gpu_day_one.json, then
+scripts/gpu_smoke.py's gpu_smoke.json: the JSON names the device and, per backbone, `seconds_per_step` of
+`images` images), the plan uses the fastest such measurement instead and says so. A measurement counts images,
+never network rows: FLOPs per image already hold the guidance pair (a legacy `rows` field is divided by
+`cfg_batch`).
 """
 
 from __future__ import annotations
@@ -31,6 +38,9 @@ GPU_NAMES = {"h100": "H100", "h200": "H200", "a100": "A100", "l40s": "L40S", "a6
 _RESULTS = Path(__file__).resolve().parent.parent / "bench" / "results"
 BACKBONES_JSON = _RESULTS / "backbones.json"
 GPU_SMOKE_JSON = _RESULTS / "gpu_smoke.json"
+GPU_DAY_ONE_JSON = _RESULTS / "gpu_day_one.json"
+#: the device runs whose real-size seconds per step replace the assumed throughput, the first that measured it
+MEASUREMENTS = (GPU_DAY_ONE_JSON, GPU_SMOKE_JSON)
 
 #: the paper's training recipe (issue 27): K = 2, B by backbone size, AdamW weight decay 1e-4, clipping 1,
 #: the HPSv2 reward on HPDv2's training prompts, one policy per budget L
@@ -82,14 +92,22 @@ class Plan:
 
 
 def full_size_costs(path: Path = BACKBONES_JSON) -> dict[str, dict]:
-    """backbone -> its `full_size_estimate` entry (step_flops, cfg_batch, ...) from bench/results/backbones.json."""
+    """backbone -> its `full_size_estimate` entry (step_flops, cfg_batch, text_encode_flops, vae_decode_flops, ...)
+    from bench/results/backbones.json, for every registered backbone with a published size: its own entry, or
+    that of the class it inherits the size from (`full_size_owner`: sd35-medium is costed by sd35's)."""
+    from jsbench.backbones import available_backbones
+    from jsbench.backbones.full_size import full_size_owner
+
     try:
         data = json.loads(Path(path).read_text())
     except (OSError, json.JSONDecodeError) as exc:
-        raise PlanError(f"cannot read the FLOP counts {path} ({exc}); rerun `python scripts/bench_backbones.py --write`") from None
-    out = {e["backbone"]: e for e in data.get("full_size_estimate", [])}
-    if "sd35" in out:
-        out.setdefault("sd35-medium", out["sd35"])
+        raise PlanError(f"cannot read the FLOP counts {path} ({exc}); rerun `python scripts/bench_backbones.py --flops-only --write`") from None
+    own = {e["backbone"]: e for e in data.get("full_size_estimate", [])}
+    out = dict(own)
+    for name in available_backbones():
+        owner = full_size_owner(name)
+        if name not in out and owner in own:
+            out[name] = own[owner]
     return out
 
 
@@ -100,44 +118,69 @@ def gpu_class(name: str) -> str:
     return key
 
 
-def _measured_steps(data, backbone: str):
-    """(seconds_per_step, rows) gpu_smoke measured for `backbone` at real size: a dict anywhere in its JSON with a
-    `seconds_per_step` (of `rows` or `batch` images, default 1) whose `backbone` field, or a key on its path, names
-    the backbone."""
-    stack = [((), data)]
+def same_network(backbone: str) -> list[str]:
+    """`backbone` and the registered names costed by the same full-size entry (sd35 and sd35-medium): a device
+    run's measurement under any of them is the backbone's."""
+    from jsbench.backbones import available_backbones
+    from jsbench.backbones.full_size import full_size_owner
+
+    owner = full_size_owner(backbone)
+    return [backbone] + ([n for n in available_backbones() if n != backbone and full_size_owner(n) == owner] if owner else [])
+
+
+def _measured_steps(data, names: list[str], cfg_batch: int) -> list[tuple[float, float]]:
+    """(seconds_per_step, images) of every real-size measurement of the backbone (any of `names`) in a device run's
+    JSON: a dict anywhere in it with a `seconds_per_step` whose `backbone` field, or a key on its path, names it.
+    Images per timed step: its `images` (or `batch`) field, else a legacy `rows` (network rows: images x
+    `cfg_batch`), else one."""
+    found, stack = [], [((), data)]
     while stack:
         path, node = stack.pop()
         if isinstance(node, dict):
-            if "seconds_per_step" in node and (node.get("backbone") == backbone or ("backbone" not in node and backbone in path)):
-                return float(node["seconds_per_step"]), int(node.get("rows", node.get("batch", 1)) or 1)
+            named = node.get("backbone") in names if "backbone" in node else any(n in path for n in names)
+            if "seconds_per_step" in node and named and isinstance(node["seconds_per_step"], (int, float)):
+                if "images" in node or "batch" in node:
+                    images = float(node.get("images", node.get("batch")) or 1)
+                else:
+                    images = float(node.get("rows", cfg_batch) or cfg_batch) / cfg_batch
+                found.append((float(node["seconds_per_step"]), images))
             stack += [((*path, k), v) for k, v in node.items()]
         elif isinstance(node, list):
             stack += [(path, v) for v in node]
-    return None
+    return found
 
 
-def throughput(gpu: str, backbone: str, step_flops: float | None, smoke: Path = GPU_SMOKE_JSON) -> tuple[float, str]:
-    """(sustained TFLOP/s, where the number comes from) for `backbone` on GPU class `gpu`."""
+def throughput(gpu: str, backbone: str, step_flops: float | None, smoke: Path | tuple[Path, ...] = MEASUREMENTS,
+               cfg_batch: int | None = None) -> tuple[float, str]:
+    """(sustained TFLOP/s, where the number comes from) for `backbone` on GPU class `gpu`. `step_flops`: one step of
+    ONE image, the guidance pair counted (`cfg_batch` rows, default the backbone's); a device run's measurement
+    of `images` images per step in `seconds` is step_flops x images / seconds, its fastest if it holds several."""
     cls = gpu_class(gpu)
-    if step_flops and Path(smoke).is_file():
+    if cfg_batch is None:
+        entry = full_size_costs().get(backbone) if step_flops else None
+        cfg_batch = int(entry.get("cfg_batch", 1)) if entry else 1
+    for path in (smoke,) if isinstance(smoke, (str, Path)) else smoke:
+        if not (step_flops and Path(path).is_file()):
+            continue
         try:
-            data = json.loads(Path(smoke).read_text())
+            data = json.loads(Path(path).read_text())
         except (OSError, json.JSONDecodeError):
-            data = {}
+            continue
         device = str(data.get("device", "")).lower().replace(" ", "").replace("-", "")
-        found = _measured_steps(data, backbone) if cls in device and not data.get("dry_run") else None
-        if found and found[0] > 0:
-            seconds, rows = found
-            return step_flops * rows / seconds / 1e12, f"measured by gpu_smoke on {data['device']} ({Path(smoke).name})"
+        found = _measured_steps(data, same_network(backbone), cfg_batch) if cls in device and not data.get("dry_run") else []
+        rates = [step_flops * images / seconds / 1e12 for seconds, images in found if seconds > 0 and images > 0]
+        if rates:
+            return max(rates), f"measured on {data['device']} ({Path(path).name})"
     tflops = GPU_PEAK_TFLOPS[cls] * SUSTAINED_SHARE
-    return tflops, f"assumed: {SUSTAINED_SHARE:.0%} of the {GPU_NAMES[cls]}'s {GPU_PEAK_TFLOPS[cls]:g} TFLOP/s dense bf16 peak"
+    return tflops, (f"assumed: {SUSTAINED_SHARE:.0%} of the {GPU_NAMES[cls]}'s {GPU_PEAK_TFLOPS[cls]:g} TFLOP/s dense bf16 peak "
+                    "(issue 27's 4-5 s per 28-step H100 Flux image; see jsbench/plan.py)")
 
 
 class CostModel:
     """NFE and GPU-hours of images of one backbone on one GPU class."""
 
     def __init__(self, backbone_name: str, gpu: str, real: bool):
-        self.cfg_batch, self.flops_per_nfe, self.tflops = 1, None, None
+        self.cfg_batch, self.flops_per_nfe, self.flops_per_image, self.tflops = 1, None, 0.0, None
         self.source = "embedded world: runs on a CPU, no GPU-hours"
         if real:
             costs = full_size_costs()
@@ -146,21 +189,24 @@ class CostModel:
                 raise PlanError(f"no FLOP count for {backbone_name!r} in {BACKBONES_JSON.name} (has {', '.join(costs)})")
             self.cfg_batch = int(entry.get("cfg_batch", 1))
             self.flops_per_nfe = float(entry["step_flops"]) / self.cfg_batch
-            self.tflops, self.source = throughput(gpu, backbone_name, float(entry["step_flops"]))
+            # what an image costs once, whatever its steps: its prompt's text encoding and its decode
+            self.flops_per_image = float(entry.get("text_encode_flops", 0)) + float(entry.get("vae_decode_flops", 0))
+            self.tflops, self.source = throughput(gpu, backbone_name, float(entry["step_flops"]), cfg_batch=self.cfg_batch)
         else:
             gpu_class(gpu)
 
     def nfe(self, images: int, steps: int) -> int:
         return int(images) * int(steps) * self.cfg_batch
 
-    def hours(self, nfe: int) -> float | None:
+    def hours(self, nfe: int, images: int = 0) -> float | None:
+        """GPU-hours of `nfe` denoiser evaluations and of encoding and decoding `images` images."""
         if self.flops_per_nfe is None:
             return None
-        return nfe * self.flops_per_nfe / (self.tflops * 1e12) / 3600.0
+        return (nfe * self.flops_per_nfe + images * self.flops_per_image) / (self.tflops * 1e12) / 3600.0
 
     def row(self, method: str, steps: int, images: int, extra_nfe: int = 0, note: str = "") -> PlanRow:
         nfe = self.nfe(images, steps) + extra_nfe
-        return PlanRow(method, int(steps), int(images), nfe, self.hours(nfe), note)
+        return PlanRow(method, int(steps), int(images), nfe, self.hours(nfe, int(images)), note)
 
 
 # ---- prompt counts ------------------------------------------------------------------------------------
@@ -354,5 +400,6 @@ def plan_text(plan: Plan, fmt: str = "table") -> str:
             lines.append(f"  {r.note}")
     total_images, total_nfe = sum(r.images for r in plan.rows), sum(r.nfe for r in plan.rows)
     lines.append(f"{'total':<38} {'':>5} {total_images:>8,} {total_nfe:>11,} {hours(plan.gpu_hours):>7}")
-    lines.append("NFE: network calls, CFG's second row counted; GPU-h: denoiser FLOPs only.")
+    lines.append("NFE: network calls, CFG's second row counted.")
+    lines.append("GPU-h: denoiser steps, text encoders and VAE decode.")
     return "\n".join(lines) + "\n"

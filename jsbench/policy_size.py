@@ -11,7 +11,7 @@ import torch
 
 from jsbench import JsbenchError
 from jsbench.backbones import backbone_class
-from jsbench.backbones.full_size import FULL_SIZE, full_size, full_size_network, step_inputs
+from jsbench.backbones.full_size import FULL_SIZE, full_size, full_size_network, full_size_owner, step_inputs
 from jsbench.policy import POLICY_ARCHS, PolicyConfig, build_policy
 
 __all__ = ["policy_size", "full_size_name", "flop_count", "denoiser_step_flops"]
@@ -38,14 +38,9 @@ def denoiser_step_flops(name: str) -> tuple[int, int]:
 def full_size_name(name: str) -> str:
     """The FULL_SIZE entry that sizes backbone `name`: its own, or the one its class inherits unchanged (sd35-medium
     is sd35's network); refused for a name without one (the embedded worlds, scenes-dit: not a published model)."""
-    if name in FULL_SIZE:
-        return name
-    cls = backbone_class(name)
-    if cls is not None and not cls.draws_embedded_world:
-        for key in FULL_SIZE:
-            owner = backbone_class(key)
-            if issubclass(cls, owner) and cls.full_size is owner.full_size:
-                return key
+    owner = full_size_owner(name)
+    if owner is not None:
+        return owner
     raise JsbenchError(f"no full-size shapes for backbone {name!r}; one of {', '.join(FULL_SIZE)} (or a variant of one)")
 
 

@@ -16,11 +16,16 @@ Two questions (issue 3), answered per backbone:
 
     python scripts/bench_backbones.py                     # all four, the table (--write: bench/results/backbones.json)
     python scripts/bench_backbones.py --kinds flux-dev --repeats 11 --batch 8 --steps 8
+    python scripts/bench_backbones.py --flops-only --write   # recount the full-size FLOPs, keep the committed timings
+
+Beside each full-size denoiser step it counts, per image, the text encoders on the prompt (and the negative
+prompt under guidance) and one VAE decode at 1024^2: what `--plan` adds to the sampler's FLOPs.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import sys
 import tempfile
@@ -33,6 +38,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jsbench.backbone_costs import FULL_SIZE, backbone_step_flops, bench_one, full_size, full_size_policy  # noqa: E402
+from jsbench.backbones.full_size import text_encode_flops, vae_decode_flops  # noqa: E402
 from jsbench.backbones.tiny import TINY_KINDS, save_tiny_pipeline  # noqa: E402
 from jsbench.io import add_result_options, write_result  # noqa: E402
 
@@ -47,14 +53,21 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1, help="torch intra-op threads (1: least noise on a shared CPU)")
     ap.add_argument("--no-naive", action="store_true", help="skip the one-pipeline-call-per-row comparison")
     ap.add_argument("--no-flops", action="store_true", help="skip the full-size FLOP estimate")
+    ap.add_argument("--flops-only", action="store_true",
+                    help="only the full-size FLOP estimate; the tiny timings are kept from the committed JSON")
     add_result_options(ap, "bench/results/backbones.json")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     torch.manual_seed(0)
 
-    rows = []
+    if args.flops_only and args.no_flops:
+        print("bench_backbones: --flops-only and --no-flops exclude each other", file=sys.stderr)
+        return 2
+    committed = ROOT / "bench" / "results" / "backbones.json"
+    kept = json.loads(committed.read_text()) if args.flops_only else {}
+    rows = list(kept.get("tiny", []))
     with tempfile.TemporaryDirectory(prefix="jsbench-bench-") as tmp:
-        for kind in args.kinds:
+        for kind in [] if args.flops_only else args.kinds:
             folder = save_tiny_pipeline(kind, Path(tmp) / kind)
             rows.append(bench_one(kind, folder, args.batch, args.steps, args.repeats, naive=not args.no_naive))
 
@@ -69,6 +82,7 @@ def main(argv=None) -> int:
                 "cfg_batch": FULL_SIZE[kind]["cfg_batch"], "default_steps": steps,
                 "policy_params": pol_params, "policy_flops": pol_flops,
                 "policy_over_step": pol_flops / step_flops, "policy_over_sampler": pol_flops / (steps * step_flops),
+                "text_encode_flops": text_encode_flops(kind), "vae_decode_flops": vae_decode_flops(kind),
             })
 
     print(f"\nper-instance schedules on tiny pipelines (CPU, {args.threads} thread(s), batch {args.batch}, median of {args.repeats})")
@@ -83,12 +97,14 @@ def main(argv=None) -> int:
               f"{100 * r['tiny_policy_over_sampler']:>15.2f}%")
     if full:
         print("\nfull size at 1024 px (FLOPs counted on the meta device; the policy train builds, one forward per sample)")
-        head = f"{'backbone':<14}{'net params':>11}{'step TFLOPs':>13}{'policy params':>15}{'policy GFLOPs':>15}{'policy/step':>13}{'policy/call':>13}"
+        head = (f"{'backbone':<14}{'net params':>11}{'step TFLOPs':>13}{'policy params':>15}{'policy GFLOPs':>15}{'policy/step':>13}"
+                f"{'policy/call':>13}{'text TFLOPs':>13}{'VAE TFLOPs':>12}")
         print(head)
         print("-" * len(head))
         for f in full:
             print(f"{f['backbone']:<14}{f['network_params'] / 1e9:>10.2f}B{f['step_flops'] / 1e12:>13.2f}{f['policy_params'] / 1e6:>14.1f}M"
-                  f"{f['policy_flops'] / 1e9:>15.2f}{100 * f['policy_over_step']:>12.3f}%{100 * f['policy_over_sampler']:>12.4f}%")
+                  f"{f['policy_flops'] / 1e9:>15.2f}{100 * f['policy_over_step']:>12.3f}%{100 * f['policy_over_sampler']:>12.4f}%"
+                  f"{f['text_encode_flops'] / 1e12:>13.2f}{f['vae_decode_flops'] / 1e12:>12.2f}")
 
     record = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -97,6 +113,8 @@ def main(argv=None) -> int:
         "tiny": rows, "full_size_estimate": full,
         "goals": {"per_row_over_shared": 1.05, "policy_over_step": 0.01},
     }
+    if args.flops_only:  # the timings are the committed run's: keep its record of where they were taken
+        record.update({k: kept[k] for k in ("when", "host", "python", "threads", "repeats") if k in kept}, flops_counted=record["when"])
     print()
     write_result(record, write=args.write, out=args.out, committed=ROOT / "bench" / "results" / "backbones.json", root=ROOT, newline=False)
     return 0

@@ -67,7 +67,7 @@ from jsbench.backbones import backbone_class, load_backbone  # noqa: E402
 from jsbench.backbones.full_size import measure_denoiser_step  # noqa: E402
 from jsbench.backbones.tiny import REAL_LATENT_SAMPLING, REAL_VAE_FACTOR, TINY_KINDS, TINY_SAMPLING, TINY_VAE_FACTOR, save_tiny_pipeline  # noqa: E402
 from jsbench.io import write_json_atomic  # noqa: E402
-from jsbench.rewards import register_reward  # noqa: E402
+from jsbench.rewards import Reward, register_reward  # noqa: E402
 from jsbench.schedule import check_sigmas, increments_from_sigmas, sigmas_from_increments  # noqa: E402
 from jsbench.suites import register_suite  # noqa: E402
 from jsbench.suites.base import TASK_MEAN_RULE, EvalItem, Suite, aggregate_by_task  # noqa: E402
@@ -119,8 +119,17 @@ class SmokeSuite(Suite):
         return aggregate_by_task(scores, items)
 
 
+class ContrastReward(Reward):
+    """The images' contrast: a reward that needs nothing but torch and scores every prompt."""
+
+    name = "smoke"
+
+    def __call__(self, images, prompts):
+        return contrast(images)
+
+
 register_suite("smoke")(SmokeSuite)
-register_reward("smoke")(lambda backbone=None: (lambda images, prompts: contrast(images)))
+register_reward("smoke")(lambda backbone=None: ContrastReward())
 
 
 # ---- timing and memory ---------------------------------------------------------------------------------------

@@ -25,10 +25,14 @@ def test_flux_dev_geneval_default_compare_plans_2212_images_a_row_and_under_8_h1
     assert rows["ceiling (28 steps, pipeline default)"]["steps"] == 28
     assert 0 < plan["gpu_hours"] <= 8
     assert plan["gpu_hours"] == pytest.approx(sum(r["gpu_hours"] for r in plan["rows"]))
-    # GPU-hours follow from the committed FLOP count and the stated throughput
-    flops = full_size_costs()["flux-dev"]["step_flops"]
+    # GPU-hours follow from the committed FLOP counts and the stated throughput: 5 denoiser steps per image, and
+    # once per image its prompt's T5 + CLIP encoding (~4.9 TFLOP) and its VAE decode (~10.5 TFLOP at 1024²)
+    entry = full_size_costs()["flux-dev"]
     tflops = GPU_PEAK_TFLOPS["h100"] * SUSTAINED_SHARE
-    assert rows["default"]["gpu_hours"] == pytest.approx(2212 * 5 * flops / (tflops * 1e12) / 3600)
+    assert 4.5e12 < entry["text_encode_flops"] < 5.5e12 and 10e12 < entry["vae_decode_flops"] < 11e12
+    per_image = 5 * entry["step_flops"] + entry["text_encode_flops"] + entry["vae_decode_flops"]
+    assert rows["default"]["gpu_hours"] == pytest.approx(2212 * per_image / (tflops * 1e12) / 3600)
+    assert "issue 27" in plan["throughput"] and "assumed: 40%" in plan["throughput"]  # the assumption names its source
 
 
 def test_cfg_counts_two_evaluations_per_step_and_gpu_class_scales_hours():
@@ -84,7 +88,7 @@ def test_first_per_task_keeps_order_and_is_the_same_for_every_call():
 
 def test_measured_gpu_smoke_throughput_replaces_the_assumption(tmp_path):
     smoke = tmp_path / "gpu_smoke.json"
-    smoke.write_text(json.dumps({"device": "NVIDIA H200", "real_size": {"flux-dev": {"seconds_per_step": 0.5, "rows": 2}}}))
+    smoke.write_text(json.dumps({"device": "NVIDIA H200", "real_size": {"flux-dev": {"seconds_per_step": 0.5, "images": 2}}}))
     tflops, source = throughput("h200", "flux-dev", 100e12, smoke)
     assert tflops == pytest.approx(400.0) and "measured" in source and "H200" in source
     nested = tmp_path / "nested.json"  # a family's entry holding its real-size measurement, or a list of them
@@ -96,6 +100,47 @@ def test_measured_gpu_smoke_throughput_replaces_the_assumption(tmp_path):
     assert throughput("h200", "flux-dev", 100e12, nested)[0] == pytest.approx(400.0)
     tflops, source = throughput("a100", "flux-dev", 100e12, smoke)  # another GPU class: the stated assumption
     assert tflops == pytest.approx(GPU_PEAK_TFLOPS["a100"] * SUSTAINED_SHARE) and "assumed" in source
+
+
+def test_a_measured_guidance_step_counts_images_not_network_rows(tmp_path):
+    """step_flops is one image's step with the guidance pair already in it, so SD-XL's step of ONE image (two
+    UNet rows) in 0.1 s is 13.5 TFLOP / 0.1 s = 135 TFLOP/s, not 270: as gpu_smoke's `measure_denoiser_step`
+    records it (`rows` = cfg_batch = 2 for one image) and as a device run records a batch (`images`)."""
+    from jsbench.backbones.full_size import measure_denoiser_step
+
+    flops = full_size_costs()["sdxl"]["step_flops"]
+    meta = measure_denoiser_step("sdxl", "meta")  # the fields a real-size measurement carries, shapes only
+    assert meta["rows"] == 2 and meta["images"] == 1
+    smoke = tmp_path / "gpu_smoke.json"
+    smoke.write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3", "denoiser_step": {"sdxl": {**meta, "seconds_per_step": 0.1}}}))
+    assert throughput("h100", "sdxl", flops, smoke)[0] == pytest.approx(flops / 0.1 / 1e12) == pytest.approx(135.2, abs=0.1)
+    smoke.write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3", "sdxl": {"rows": 2, "seconds_per_step": 0.1}}))  # no images field
+    assert throughput("h100", "sdxl", flops, smoke)[0] == pytest.approx(135.2, abs=0.1)
+    smoke.write_text(json.dumps({"device": "NVIDIA H100 80GB HBM3", "sdxl": {"batch1": {"images": 1, "seconds_per_step": 0.1},
+                                                                            "batch8": {"images": 8, "seconds_per_step": 0.6}}}))
+    assert throughput("h100", "sdxl", flops, smoke)[0] == pytest.approx(8 * flops / 0.6 / 1e12)  # the fastest per image
+    # and through a whole plan: the measured hours are the FLOPs over the measured rate, the pair counted once
+    plan = plan_eval("geneval", "sdxl", 5, "default", gpu="h100", limit=1)
+    row = plan.rows[0]
+    assert row.nfe == row.images * 5 * 2
+
+
+def test_sd35_medium_is_costed_and_measured_as_sd35(tmp_path, monkeypatch):
+    """sd35-medium inherits sd35's published size: the FLOP count of sd35's entry, and a device run's measurement
+    recorded under either name."""
+    import jsbench.plan
+
+    costs = full_size_costs()
+    assert costs["sd35-medium"] is costs["sd35"] and "scenes-dit" not in costs and "analytic" not in costs
+    medium, sd35 = plan_compare("geneval", "sd35-medium", [5]), plan_compare("geneval", "sd35", [5])
+    assert medium.gpu_hours == pytest.approx(sd35.gpu_hours)
+    run = tmp_path / "gpu_day_one.json"
+    run.write_text(json.dumps({"device": "NVIDIA H200", "families": {"sd35-medium": {"steps": {"batch1": {"images": 1, "seconds_per_step": 0.5}}}}}))
+    monkeypatch.setattr(jsbench.plan, "MEASUREMENTS", (run,))
+    for name in ("sd35", "sd35-medium"):
+        tflops, source = throughput("h200", name, costs[name]["step_flops"], jsbench.plan.MEASUREMENTS)
+        assert tflops == pytest.approx(costs["sd35"]["step_flops"] / 0.5 / 1e12) and "gpu_day_one.json" in source
+    assert throughput("h200", "sd35-large", costs["sd35-large"]["step_flops"], run)[1].startswith("assumed")
 
 
 def test_recipe_paper_sets_the_papers_settings_and_refuses_conflicts():

@@ -140,6 +140,17 @@ def declared_by_class(attr: str) -> dict[str, object]:
     return out
 
 
+def declaring_name(name: str, attr: str) -> str | None:
+    """The name in `declared_by_class(attr)` whose class body sets the `attr` backbone `name`'s class uses: `name`
+    itself, or the registered owner it inherits it from (sd35-medium -> sd35 for `full_size`, so a table keyed by
+    owner, a FLOP count or a measurement, serves the subclass); None when no registered class declares it."""
+    cls = backbone_class(name)
+    if cls is None:
+        return None
+    owner = next((c for c in cls.__mro__ if attr in c.__dict__), None)  # a class body that sets None opts out (scenes-dit)
+    return next((key for key in declared_by_class(attr) if backbone_class(key) is owner), None)
+
+
 def listing_backbone(name: str):
     """What a suite needs to list backbone `name`'s prompts, read from its class without building it (no
     weights): its name, default model, `draws_embedded_world` and `geneval_world`. None when the backbone

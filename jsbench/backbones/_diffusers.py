@@ -68,6 +68,11 @@ def _is_hub_id(model: str) -> bool:
     return not model.startswith((".", "/", "~")) and model.count("/") == 1 and "\\" not in model
 
 
+#: the `--model` value that builds the backbone's whole published architecture with random weights, on the device
+#: it runs on (jsbench.backbones.full_size): seconds and memory at real size where no weights can be downloaded
+FULL_SIZE_RANDOM = "full-size-random"
+
+
 def load_pipeline(
     pipeline_cls, model: str, *, backbone: str, device: torch.device, dtype: torch.dtype, default_id: str | None = None,
     hint: str | None = None, offload: bool = False, shared: dict | None = None,
@@ -138,6 +143,33 @@ def load_pipeline(
             if floats and dtype not in floats:
                 with _quiet_diffusers():  # its "should be kept in float32: []" warning says nothing here
                     module.to(dtype=dtype)
+    _place(pipe, offload, backbone=backbone, device=device)
+    return pipe, extras
+
+
+def full_size_random_pipeline(kind: str, *, backbone: str, device: torch.device, dtype: torch.dtype, offload=None):
+    """(backbone `kind`'s whole pipeline at full size with random weights, no sampling extras) for
+    `--model full-size-random`: created directly on `device` in `dtype`, or, under a CPU-offload mode, on the
+    CPU, where those modes keep the networks between calls (`full_size.full_size_pipeline`)."""
+    from jsbench.backbones.full_size import FULL_SIZE, full_size_pipeline, full_size_owner
+
+    offload = offload_mode(offload, backbone)
+    owner = full_size_owner(kind)
+    if owner is None:
+        raise BackboneLoadError(f"{backbone}: --model {FULL_SIZE_RANDOM} needs a published size; {', '.join(FULL_SIZE)} have one")
+    on_cpu = offload in ("model", "sequential", "text")
+    pipe = full_size_pipeline(owner, "cpu" if on_cpu else device, dtype)
+    if offload == "text":  # the networks but the text encoders go to the device; they stay on the CPU
+        for name, module in pipe.components.items():
+            if isinstance(module, torch.nn.Module) and module not in text_encoders(pipe):
+                module.to(device)
+        return pipe, {}
+    _place(pipe, offload, backbone=backbone, device=device)
+    return pipe, {}
+
+
+def _place(pipe, offload: str | None, *, backbone: str, device: torch.device) -> None:
+    """Put `pipe`'s networks where offload mode `offload` keeps them (see `load_pipeline`)."""
     if offload in ("model", "sequential"):
         try:
             if offload == "model":
@@ -151,7 +183,6 @@ def load_pipeline(
         if offload == "text":
             for module in text_encoders(pipe):
                 module.to("cpu")
-    return pipe, extras
 
 
 #: --offload-mode values (`load_pipeline`); `--offload` is "model"
@@ -387,10 +418,14 @@ class DiffusersBackbone:
                 and share_with.device == self.device and share_with.offload == self.offload and self.offload in (None, "text"):
             shared = identical_components(share_with.pipe, share_with.model_id, self.model_id)
             self.shared = sorted(shared)
-        self.pipe, extras = load_pipeline(
-            pipeline_cls, self.model_id, backbone=self.name, device=self.device, dtype=self.dtype,
-            default_id=self.default_model_id, hint=self.weights_hint, offload=self.offload, shared=shared,
-        )
+        if self.model_id == FULL_SIZE_RANDOM:  # the published architecture with random weights: timing, memory
+            self.pipe, extras = full_size_random_pipeline(self.name, backbone=self.name, device=self.device, dtype=self.dtype,
+                                                          offload=self.offload)
+        else:
+            self.pipe, extras = load_pipeline(
+                pipeline_cls, self.model_id, backbone=self.name, device=self.device, dtype=self.dtype,
+                default_id=self.default_model_id, hint=self.weights_hint, offload=self.offload, shared=shared,
+            )
         self.vae = self.pipe.vae
         self.vae_scale_factor = 2 ** (len(self.vae.config.block_out_channels) - 1)
         h, w = self._default_resolution()

@@ -194,6 +194,7 @@ class FluxDevBackbone(FluxBackbone):
     full_size = {  # FLUX.1-dev transformer/config.json (diffusers' FluxTransformer2DModel defaults)
         "network": "FluxTransformer2DModel", "config": dict(guidance_embeds=True),
         "latent_channels": 16, "clip_len": 0, "text_dim": 4096, "pooled": 768, "cfg_batch": 1,
+        "text_encoders": {"text_encoder": "clip-l", "text_encoder_2": "t5-xxl"}, "vae": "flux",
     }
 
     @classmethod
@@ -229,6 +230,7 @@ class FluxSchnellBackbone(FluxBackbone):
     full_size = {  # FLUX.1-schnell transformer/config.json: Flux-Dev's without the guidance embedding
         "network": "FluxTransformer2DModel", "config": dict(guidance_embeds=False),
         "latent_channels": 16, "clip_len": 0, "text_dim": 4096, "pooled": 768, "cfg_batch": 1,
+        "text_encoders": {"text_encoder": "clip-l", "text_encoder_2": "t5-xxl"}, "vae": "flux",
     }
 
     @classmethod

@@ -43,6 +43,7 @@ class SD35Backbone(FlowMatchBackbone):
             pos_embed_max_size=384, qk_norm="rms_norm", dual_attention_layers=tuple(range(13)),
         ),
         "latent_channels": 16, "clip_len": 77, "text_dim": 4096, "pooled": 2048, "cfg_batch": 2,
+        "text_encoders": {"text_encoder": "clip-l-proj", "text_encoder_2": "clip-g", "text_encoder_3": "t5-xxl"}, "vae": "sd3",
     }
     # memory (docs/real-backbones.md): Medium ~16 GB of bf16 weights with T5-XXL; CFG runs every row twice
     train_batch = 16
@@ -198,6 +199,7 @@ class SD35LargeBackbone(SD35Backbone):
             pos_embed_max_size=192, qk_norm="rms_norm",
         ),
         "latent_channels": 16, "clip_len": 77, "text_dim": 4096, "pooled": 2048, "cfg_batch": 2,
+        "text_encoders": {"text_encoder": "clip-l-proj", "text_encoder_2": "clip-g", "text_encoder_3": "t5-xxl"}, "vae": "sd3",
     }
 
 

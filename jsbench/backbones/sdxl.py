@@ -49,6 +49,7 @@ class SDXLBackbone(DiffusersBackbone):
             addition_embed_type="text_time", addition_time_embed_dim=256, projection_class_embeddings_input_dim=2816,
         ),
         "latent_channels": 4, "clip_len": 77, "text_dim": 2048, "pooled": 1280, "cfg_batch": 2,
+        "text_encoders": {"text_encoder": "clip-l", "text_encoder_2": "clip-g"}, "vae": "sdxl",  # full_size.TEXT_ENCODERS, VAES
     }
     clock_kind = "discrete"  # normalised flow time over EulerDiscreteScheduler's VE sigmas (the DiscreteClock calls below)
     ays_schedule = "StableDiffusionXLSigmas"  # diffusers' AysSchedules entry for SD-XL

@@ -27,16 +27,23 @@ def policy_size_command(*, backbone, steps, policy_arch, fmt, console) -> int:
     """What `jsbench policies size` does with its options; the exit code."""
     import json
 
-    from jsbench.policy_size import policy_size
+    from jsbench.backbones.full_size import component_sizes
+    from jsbench.policy_size import full_size_name, policy_size
 
     row = policy_size(backbone, steps, policy_arch)
+    row["backbone_params"] = component_sizes(full_size_name(backbone))  # the full-size pipeline's weights beside the policy
     if fmt == SizeFormat.json:
         sys.stdout.write(json.dumps(row) + "\n")
         return 0
+    sizes = row["backbone_params"]
+    count = lambda n: f"{n / 1e9:.2f}B" if n >= 1e9 else f"{n / 1e6:.1f}M"  # noqa: E731
+    encoders = ", ".join(f"{name} {count(n)}" for name, n in sizes["text_encoders"].items())
     console.print(f"{row['backbone']} at {row['steps']} steps, arch {row['arch']} (width {row['width']}, depth {row['depth']})")
     console.print(f"  parameters     {row['params'] / 1e6:.2f}M")
     console.print(f"  reads          {', '.join(row['reads'])}")
     console.print(f"  GFLOPs per row {row['gflops_per_row']:.2f}  ({100 * row['sampler_share']:.4f}% of one sampling)")
+    console.print(f"  backbone       denoiser {count(sizes['denoiser'])}, VAE {count(sizes['vae'])}")
+    console.print(f"  text encoders  {encoders}")
     return 0
 
 
