@@ -79,7 +79,8 @@ _TRAIN_OPTIONS = {
 # stays there, beside the held-out options whose scores it sets)
 _TRAIN_PANELS = {
     "threads": RUN,  # main's TrainConfig.threads
-    **dict.fromkeys(("recipe", "steps", "policy", "baseline", "reward", "suite", "iters", "contexts", "samples", "seed", "checkpoint_every"), TRAINING),
+    **dict.fromkeys(("recipe", "steps", "policy", "baseline", "reward", "suite", "prompts_file", "iters", "contexts", "samples", "seed",
+                     "checkpoint_every"), TRAINING),
     **dict.fromkeys(("lr", "network_lr", "weight_decay", "grad_clip", "concentration", "width"), OPTIMIZER),
     **dict.fromkeys(("backbone", "model", "device", "dtype", "offload", "batch_size", "decode_chunk", "offload_mode", "guidance"), BACKBONE),
 }

@@ -99,7 +99,7 @@ class Trainer:
             raise TrainError(f"--policy must be {', '.join(POLICY_KINDS[:-1])} or {POLICY_KINDS[-1]}, got {config.policy!r}")
         if config.policy != "indis":  # indis has no reward, so no baseline (jsbench/train_peers.py)
             validate_baseline(config.baseline, config.contexts, config.samples)  # B is the global batch
-        suite_opts = suite_options(config.suite, config.ocr_protocol)  # refused before any weights load
+        suite_opts = suite_options(config.suite, config.ocr_protocol, config.prompts_file)  # refused before any weights load
         if config.iters < 1:
             raise TrainError(f"--iters must be at least 1, got {config.iters}")
         if not 0 <= config.seed <= MAX_SEED:

@@ -51,6 +51,7 @@ class TrainConfig:
     reward: str = option("geneval", f"Reward: {', '.join(declared_names('jsbench.rewards'))}.")
     suite: str = option("geneval", f"Training prompts' suite: {', '.join(declared_names('jsbench.suites'))}.")
     ocr_protocol: str | None = option(None, "OCR reading: words or mario.", flags=("--ocr-protocol",))  # held-out scores
+    prompts_file: str | None = option(None, "ocr: text prompts, one a line (every 4th held out).", metavar="<path>")
     policy: str = option("instance", "instance, prompt, global, tpdm or indis (docs/peer-methods.md).",
                          choices=("instance", "prompt", "global", "tpdm", "indis"), metavar="<kind>")
     iters: int = option(200, "Policy updates.")

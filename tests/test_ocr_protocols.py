@@ -288,3 +288,37 @@ def test_training_ocr_flowgrpo_on_single_quoted_prompts_is_refused_before_anythi
                        "--contexts", "4", "--samples", "2", "--steps", "3", "--no-progress", "--out", str(out))
     assert code == 2 and "double-quoted target" in err and len(err.strip().splitlines()) == 1
     assert not out.exists()
+
+
+FLOWGRPO_PROMPTS = ['a sign that says "river"', 'a mug with the text "open"', 'a poster that says "jazz"', 'a banner that says "cafe"',
+                    'a label with the text "sale"', 'a sign that says "bread"', 'a mug with the text "lemon"', 'a poster that says "moon"']
+
+
+def test_training_ocr_flowgrpo_on_a_prompts_file_that_quotes_its_way(cli, tmp_path):
+    """Flow-GRPO's reward trains on prompts quoted its way, given with --prompts-file (3 in 4 train, the
+    4th held out, as the ocr suite splits its own), and the manifest records both."""
+    import json
+
+    prompts = tmp_path / "flowgrpo.txt"
+    prompts.write_text("\n".join(FLOWGRPO_PROMPTS) + "\n", encoding="utf-8")
+    out = tmp_path / "run"
+    code, _, err = cli("train", "--backbone", "analytic", "--reward", "ocr-flowgrpo", "--suite", "ocr", "--prompts-file", str(prompts),
+                       "--iters", "1", "--contexts", "4", "--samples", "2", "--steps", "3", "--heldout", "0", "--no-progress", "--out", str(out))
+    assert code == 0, err
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["reward"] == "ocr-flowgrpo" and f"--prompts-file {prompts}" in manifest["command"]
+    assert manifest["train"]["prompts_file"] == str(prompts)
+
+
+@pytest.mark.parametrize("case", ["other suite", "no file", "bad line"])
+def test_a_training_prompts_file_is_refused_in_one_line_before_anything_is_written(cli, tmp_path, case):
+    prompts = tmp_path / "p.txt"
+    prompts.write_text('a sign that says "river"\na sign that says "déjà vu"\n' if case == "bad line" else 'a sign that says "river"\n', encoding="utf-8")
+    suite = "geneval" if case == "other suite" else "ocr"
+    path = tmp_path / "missing.txt" if case == "no file" else prompts
+    out = tmp_path / "run"
+    code, _, err = cli("train", "--backbone", "analytic", "--reward", "ocr", "--suite", suite, "--prompts-file", str(path), "--iters", "1",
+                       "--contexts", "4", "--samples", "2", "--steps", "3", "--no-progress", "--out", str(out))
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert {"other suite": "--suite geneval has its own", "no file": "no such file", "bad line": ":2"}[case] in err
+    assert not out.exists()

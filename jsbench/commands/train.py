@@ -34,7 +34,11 @@ def run_train(fields: dict, *, out: Optional[Path], resume: bool, overwrite: boo
     config = TrainConfig(**fields)
     from jsbench.suites import suite_options
 
-    suite_options(config.suite, config.ocr_protocol)  # refused before OUT is locked or any weights load
+    options = suite_options(config.suite, config.ocr_protocol, config.prompts_file)  # refused before OUT is locked or any weights load
+    if "prompts_file" in options:  # its lines, refused one by one, before any weights load
+        from jsbench.world.text import load_text_prompts
+
+        load_text_prompts(options["prompts_file"])
     check_outputs(out_folder=out)  # refused before any process starts or weights load
     check_device(config.device)
     if processes > 1:

@@ -11,6 +11,8 @@ through the `jsbench.suites` entry points (docs/plugins.md).
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from jsbench import JsbenchError
 from jsbench.registry import Registry
 
@@ -56,16 +58,25 @@ def declared_suites() -> tuple[str, ...]:
 OCR_PROTOCOLS = ("words", "mario")  # the ocr suite's readings (jsbench.suites.ocr), named here without torch
 
 
-def suite_options(name: str, ocr_protocol: str | None = None) -> dict:
+def suite_options(name: str, ocr_protocol: str | None = None, prompts_file: str | None = None) -> dict:
     """`load_suite`'s options from the command line's suite options (eval, compare, train), refused in one line
-    where they name nothing or do not apply to suite `name`; given nothing, the suite's defaults."""
-    if ocr_protocol is None:
-        return {}
-    if ocr_protocol not in OCR_PROTOCOLS:
-        raise JsbenchError(f"unknown --ocr-protocol {ocr_protocol!r}: use {' or '.join(OCR_PROTOCOLS)}")
-    if name != "ocr":
-        raise JsbenchError(f"--ocr-protocol sets how the ocr suite reads images; --suite {name} reads none: drop it")
-    return {"protocol": ocr_protocol}
+    where they name nothing or do not apply to suite `name`; given nothing, the suite's defaults. `prompts_file`
+    (train's --prompts-file) replaces the ocr suite's prompts; it must be a file (its lines are read, and refused
+    line by line, where the suite loads)."""
+    options = {}
+    if ocr_protocol is not None:
+        if ocr_protocol not in OCR_PROTOCOLS:
+            raise JsbenchError(f"unknown --ocr-protocol {ocr_protocol!r}: use {' or '.join(OCR_PROTOCOLS)}")
+        if name != "ocr":
+            raise JsbenchError(f"--ocr-protocol sets how the ocr suite reads images; --suite {name} reads none: drop it")
+        options["protocol"] = ocr_protocol
+    if prompts_file is not None:
+        if name != "ocr":
+            raise JsbenchError(f"--prompts-file gives the ocr suite its training prompts; --suite {name} has its own: drop it")
+        if not Path(prompts_file).is_file():
+            raise JsbenchError(f"--prompts-file {prompts_file}: no such file")
+        options["prompts_file"] = str(prompts_file)
+    return options
 
 
 def suite_class(name: str) -> type:
