@@ -30,7 +30,10 @@ in under a minute. Exit status 0 only if every stage passed; the JSON says which
 from __future__ import annotations
 
 import sys
-from importlib.util import find_spec
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # device_packages sits beside this script
+import device_packages  # noqa: E402  (standard library only)
 
 #: what the stages import: the GPU image's packages plus diffusers (from .whl/, scripts/gpu_wheels.sh)
 NEEDED = ("torch", "diffusers", "transformers", "accelerate", "safetensors", "typer", "rich")
@@ -38,19 +41,11 @@ NEEDED = ("torch", "diffusers", "transformers", "accelerate", "safetensors", "ty
 
 def missing_packages(names=NEEDED) -> list[str]:
     """The packages of `names` that cannot be imported here (checked before any of them is imported)."""
-    def absent(name: str) -> bool:
-        try:
-            return find_spec(name) is None
-        except ImportError:  # a finder that refuses the name
-            return True
-
-    return [name for name in names if absent(name)]
+    return device_packages.missing_packages(names)
 
 
-if __name__ == "__main__" and missing_packages():
-    print(f"gpu_day_one: missing packages: {', '.join(missing_packages())} (fetch wheels with scripts/gpu_wheels.sh; "
-          "scripts/gpu_day_one.sh installs them from .whl/)", file=sys.stderr)
-    sys.exit(2)
+if __name__ == "__main__":
+    device_packages.exit_if_missing("gpu_day_one", NEEDED, "fetch wheels with scripts/gpu_wheels.sh; scripts/gpu_day_one.sh installs them from .whl/")
 
 import argparse  # noqa: E402
 import json  # noqa: E402
@@ -59,7 +54,6 @@ import platform  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 import traceback  # noqa: E402
-from pathlib import Path  # noqa: E402
 
 import torch  # noqa: E402
 

@@ -35,8 +35,10 @@ import sys
 import tempfile
 import time
 import traceback
-from importlib.util import find_spec
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # device_packages sits beside this script
+import device_packages  # noqa: E402  (standard library only)
 
 #: what the stages import: the GPU image's packages plus diffusers (from .whl/); never scipy, OCR or CLIP extras
 NEEDED = ("torch", "diffusers", "transformers", "accelerate", "safetensors")
@@ -44,19 +46,11 @@ NEEDED = ("torch", "diffusers", "transformers", "accelerate", "safetensors")
 
 def missing_packages(names=NEEDED) -> list[str]:
     """The packages of `names` that cannot be imported here (checked before any of them is imported)."""
-    def absent(name: str) -> bool:
-        try:
-            return find_spec(name) is None
-        except ImportError:  # a finder that refuses the name
-            return True
-
-    return [name for name in names if absent(name)]
+    return device_packages.missing_packages(names)
 
 
-if __name__ == "__main__" and missing_packages():
-    print(f"gpu_smoke: missing packages: {', '.join(missing_packages())} (scripts/gpu_smoke.sh installs diffusers "
-          "from .whl/)", file=sys.stderr)
-    sys.exit(2)
+if __name__ == "__main__":
+    device_packages.exit_if_missing("gpu_smoke", NEEDED, "scripts/gpu_smoke.sh installs diffusers from .whl/")
 
 import torch  # noqa: E402
 
