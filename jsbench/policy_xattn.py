@@ -9,8 +9,9 @@ The encoder of x_T, by latent kind (`policy_features.latent_kind`):
 
 - image [C, H, W] (SD-XL, SD3.5): a conv stem and stride-2 stages with a residual block each; the last two
   scales become query tokens (2-D sinusoidal position code, a learned scale embedding);
-- tokens [S, C] (Flux's packed 2x2 patches): a token encoder, each stage merging 4 neighbouring tokens
-  (Flux packs row-major) into one wider token and an MLP block; the last two scales become queries;
+- tokens [S, 4C] (Flux's packed 2x2 patches): unpacked to the latent image [C, 2h, 2w] they pack (a square
+  grid of h = w = sqrt(S) patches, as Flux packs: `unpack_patch_tokens`), then the image encoder above, so
+  a query sees 2-D neighbourhoods of the latent, not runs of consecutive tokens along a row;
 - vector [D] (the embedded worlds): one query token per coordinate (its value times a learned vector,
   plus a learned position).
 
@@ -29,12 +30,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from jsbench import JsbenchError
 from jsbench.policy_features import _ResBlock, _sincos, _sincos_2d, latent_kind
 
 #: the defaults of `--policy-arch xattn` when train is given no --width/--depth: (width, blocks) per latent kind
 XATTN_DEFAULTS = {"image": (512, 3), "tokens": (512, 3), "vector": (128, 2)}
 SCALES = 2  # encoder scales that become query tokens
-MAX_STAGES = 4  # stride-2 (image) or 4-merge (tokens) stages at most
+MAX_STAGES = 4  # stride-2 stages at most
 
 
 def xattn_defaults(latent_shape: Sequence[int]) -> tuple[int, int]:
@@ -81,21 +83,23 @@ class CrossBlock(nn.Module):
         return x + self.mlp(self.norm_mlp(x))
 
 
-class _MergeStage(nn.Module):
-    """4 neighbouring tokens -> one token (a linear map of their concatenation), then an MLP block."""
+def patch_grid(latent_shape: Sequence[int]) -> tuple[int, int, int]:
+    """The latent image [C, 2h, 2w] that packed 2x2-patch tokens [S, 4C] hold: S = h * w on a square grid.
+    Anything else is refused in one line: the grid's sides cannot be read off S alone."""
+    S, C4 = (int(v) for v in latent_shape)
+    side = math.isqrt(S)
+    if side * side != S or C4 % 4:
+        raise JsbenchError(f"the xattn policy reads packed 2x2-patch tokens [S, 4C] on their square grid; [{S}, {C4}] is not one "
+                          "(a non-square Flux size): use --policy-arch small")
+    return C4 // 4, 2 * side, 2 * side
 
-    def __init__(self, c_in: int, c_out: int):
-        super().__init__()
-        self.merge = nn.Linear(4 * c_in, c_out)
-        self.norm = nn.LayerNorm(c_out)
-        self.mlp = nn.Sequential(nn.Linear(c_out, 2 * c_out), nn.GELU(), nn.Linear(2 * c_out, c_out))
 
-    def forward(self, t: torch.Tensor) -> torch.Tensor:
-        B, S, C = t.shape
-        if S % 4:
-            t = F.pad(t, (0, 0, 0, 4 - S % 4))
-        t = self.merge(t.reshape(B, -1, 4 * C))
-        return t + self.mlp(self.norm(t))
+def unpack_patch_tokens(tokens: torch.Tensor, grid: tuple[int, int, int]) -> torch.Tensor:
+    """[B, S, 4C] packed 2x2 patches (token (i, j) holds channel c of pixel (2i + a, 2j + b) at 4c + 2a + b,
+    as Flux packs them, row-major) -> the latent image [B, C, 2h, 2w]."""
+    C, H, W = grid
+    B = tokens.shape[0]
+    return tokens.reshape(B, H // 2, W // 2, C, 2, 2).permute(0, 3, 1, 4, 2, 5).reshape(B, C, H, W)
 
 
 class NoiseEncoder(nn.Module):
@@ -107,8 +111,10 @@ class NoiseEncoder(nn.Module):
         self.kind = latent_kind(self.latent_shape)
         self.width = width
         cap = max(32, width // 2)  # the encoder's widest channel count; the projections lift it to `width`
-        if self.kind == "image":
-            C, H, W = self.latent_shape
+        # packed patch tokens are read as the latent image they pack
+        self.grid = patch_grid(self.latent_shape) if self.kind == "tokens" else None
+        if self.kind in ("image", "tokens"):
+            C, H, W = self.grid or self.latent_shape
             stages = min(MAX_STAGES, max(0, int(math.log2(max(1, min(H, W)))) - 2))  # stop at >= 4x4
             chans = [min(cap, 32 * 2**i) for i in range(stages + 1)]
             self.stem = nn.Conv2d(C, chans[0], 3, padding=1)
@@ -117,16 +123,6 @@ class NoiseEncoder(nn.Module):
             )
             used = chans[-SCALES:]
             self.proj = nn.ModuleList(nn.Conv2d(c, width, 1) for c in used)
-        elif self.kind == "tokens":
-            S, C = self.latent_shape
-            stages = 0
-            while stages < MAX_STAGES and math.ceil(S / 4 ** (stages + 1)) >= 4:
-                stages += 1
-            chans = [min(cap, 64 * 2**i) for i in range(stages + 1)]
-            self.embed = nn.Linear(C, chans[0])
-            self.stages = nn.ModuleList(_MergeStage(chans[i], chans[i + 1]) for i in range(stages))
-            used = chans[-SCALES:]
-            self.proj = nn.ModuleList(nn.Linear(c, width) for c in used)
         else:
             (D,) = self.latent_shape
             used = [width]
@@ -139,29 +135,19 @@ class NoiseEncoder(nn.Module):
             raise ValueError(f"x_T rows have shape {tuple(x_T.shape[1:])}, the policy was built for {self.latent_shape}")
         if self.kind == "vector":
             return x_T[:, :, None] * self.value + self.position + self.scale[0]
+        if self.grid is not None:
+            x_T = unpack_patch_tokens(x_T, self.grid)
         maps = []
-        if self.kind == "image":
-            h = self.stem(x_T)
-            maps.append(h)
-            for stage in self.stages:
-                h = stage(h)
-                maps.append(h)
-            out = []
-            for i, (proj, m) in enumerate(zip(self.proj, maps[-len(self.proj):])):
-                f = proj(m)
-                B, W, hh, ww = f.shape
-                out.append(f.flatten(2).transpose(1, 2) + _sincos_2d(hh, ww, W, f.device, f.dtype) + self.scale[i])
-            return torch.cat(out, dim=1)
-        t = self.embed(x_T)
-        t = t + _sincos(t.shape[1], t.shape[2], t.device, t.dtype)
-        maps.append(t)
+        h = self.stem(x_T)
+        maps.append(h)
         for stage in self.stages:
-            t = stage(t)
-            maps.append(t)
+            h = stage(h)
+            maps.append(h)
         out = []
         for i, (proj, m) in enumerate(zip(self.proj, maps[-len(self.proj):])):
             f = proj(m)
-            out.append(f + _sincos(f.shape[1], self.width, f.device, f.dtype) + self.scale[i])
+            B, W, hh, ww = f.shape
+            out.append(f.flatten(2).transpose(1, 2) + _sincos_2d(hh, ww, W, f.device, f.dtype) + self.scale[i])
         return torch.cat(out, dim=1)
 
 

@@ -213,3 +213,25 @@ def test_policy_built_on_the_backbone_device_under_a_meta_default():
         simplex = policy.sample_simplex(x, cond.pooled, 2, cond.tokens, cond.token_mask)
         assert torch.isfinite(policy.log_prob(x, cond.pooled, simplex, cond.tokens, cond.token_mask)).all()
     assert {p.device for p in policy.parameters()} == {bb.device} and sig.device == bb.device
+
+
+def test_flux_patch_tokens_are_read_on_their_2d_grid():
+    """The encoder unpacks Flux's packed 2x2 patches to the latent image they hold (diffusers' own packing,
+    and a transcription of it), so its convolutions see 2-D neighbourhoods; a grid that is not square is
+    refused in one line."""
+    from diffusers import FluxPipeline
+
+    from jsbench import JsbenchError
+    from jsbench.policy_xattn import NoiseEncoder, patch_grid, unpack_patch_tokens
+
+    x = torch.randn(2, 16, 8, 8)
+    packed = FluxPipeline._pack_latents(x, 2, 16, 8, 8)
+    # token (i, j) holds channel c of latent pixel (2i + a, 2j + b) at 4c + 2a + b, row-major over (i, j)
+    mine = torch.stack([x[:, :, 2 * i:2 * i + 2, 2 * j:2 * j + 2].reshape(2, 64) for i in range(4) for j in range(4)], dim=1)
+    assert torch.equal(packed, mine)
+    assert patch_grid(packed.shape[1:]) == (16, 8, 8) and torch.equal(unpack_patch_tokens(packed, (16, 8, 8)), x)
+    encoder = NoiseEncoder(packed.shape[1:], 64)
+    assert isinstance(encoder.stem, torch.nn.Conv2d) and encoder.stem.in_channels == 16
+    assert encoder(packed).shape[0] == 2
+    with pytest.raises(JsbenchError, match="not one"):
+        NoiseEncoder((12, 64), 64)  # 12 patches: no square grid
