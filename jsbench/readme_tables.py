@@ -21,7 +21,7 @@ from pathlib import Path
 from jsbench.contrasts import contrasts_path, read_contrasts
 from jsbench.power import RESOLVE_DIFFERENCE
 
-__all__ = ["WORLDS", "world_table", "headline_table", "readme_tables", "fill_blocks", "block_names", "table_pages",
+__all__ = ["WORLDS", "world_table", "headline_table", "weights_table", "readme_tables", "fill_blocks", "block_names", "table_pages",
            "block_problems", "fill_pages"]
 
 # block name -> (suite, backbone)
@@ -129,9 +129,39 @@ def headline_table(leaderboards: Path) -> str:
     return "\n".join(out) + "\n"
 
 
+def _gib(entries: int, bytes_per_entry: int = 2) -> str:
+    return f"{entries * bytes_per_entry / 2**30:.2f}"
+
+
+def weights_table() -> str:
+    """The real backbones' weights in bf16, GiB, per component, from their full-size configs counted on the meta
+    device (`jsbench.backbones.full_size.component_sizes`: parameters and floating-point buffers), and the two
+    pipelines `compare --distilled flux-schnell` holds (the text encoders and VAE shared, one more transformer)."""
+    from jsbench.backbones.full_size import FULL_SIZE, component_sizes
+
+    sizes = {kind: component_sizes(kind) for kind in FULL_SIZE}
+    out = ["| backbone | denoiser | text encoders | VAE | all |", "|---|---|---|---|---|"]
+
+    def row(name: str, denoiser: int, encoders: dict, vae: int) -> str:
+        text = sum(encoders.values())
+        each = ", ".join(f"{n} {_gib(v)}" for n, v in encoders.items())
+        return f"| {name} | {_gib(denoiser)} | {_gib(text)} ({each}) | {_gib(vae)} | {_gib(denoiser + text + vae)} |"
+
+    for kind, c in sizes.items():
+        out.append(row(kind, c["denoiser"], c["text_encoders"], c["vae"]))
+    if {"flux-dev", "flux-schnell"} <= set(sizes):
+        dev, schnell = sizes["flux-dev"], sizes["flux-schnell"]
+        out.append(row("flux-dev with `--distilled flux-schnell`", dev["denoiser"] + schnell["denoiser"], dev["text_encoders"], dev["vae"]))
+    out += ["", "GiB of bf16 weights (2 bytes an entry: parameters and floating-point buffers, so SD3.5's positional",
+            "table counts), from each family's published config built on the meta device (`jsbench policies size",
+            "--backbone B --format json`, key `backbone_params`); sd35 is SD3.5 Medium."]
+    return "\n".join(out) + "\n"
+
+
 def readme_tables(leaderboards: Path) -> dict[str, str]:
     tables = {name: world_table(leaderboards, suite, backbone) for name, (suite, backbone) in WORLDS.items()}
     tables["headline"] = headline_table(leaderboards)
+    tables["weights"] = weights_table()
     return tables
 
 

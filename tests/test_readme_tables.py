@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from jsbench.readme_tables import WORLDS, block_names, block_problems, fill_blocks, fill_pages, readme_tables, table_pages, verdict
+from jsbench.readme_tables import WORLDS, block_names, block_problems, fill_blocks, fill_pages, readme_tables, table_pages, verdict, weights_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,7 +21,7 @@ def test_every_page_s_tables_are_the_leaderboards():
     pages = {path: path.read_text() for path in table_pages(ROOT)}
     assert ROOT / "README.md" in pages and ROOT / "docs" / "results.md" in pages
     tables = readme_tables(ROOT / "leaderboards")
-    assert set(tables) == {*WORLDS, "headline"}
+    assert set(tables) == {*WORLDS, "headline", "weights"}
     assert block_problems(pages, tables) == []  # every table placed once, in one page, and nothing else
     assert "headline" in block_names(pages[ROOT / "README.md"])
     for path, text in fill_pages(pages, tables).items():
@@ -51,6 +51,7 @@ def test_the_script_writes_and_checks_the_readme_and_every_docs_page(tmp_path, c
     stale = "<!-- table:{0} -->\nstale\n<!-- /table:{0} -->\n".format
     (tmp_path / "README.md").write_text("# r\n" + stale("headline"))
     (tmp_path / "docs" / "results.md").write_text("".join(stale(name) for name in WORLDS))
+    (tmp_path / "docs" / "real-backbones.md").write_text(stale("weights"))
     (tmp_path / "docs" / "other.md").write_text("no tables\n")
     lb = ["--root", str(tmp_path), "--leaderboards", str(ROOT / "leaderboards")]
     assert script.main(["--check", *lb]) == 1
@@ -60,6 +61,7 @@ def test_the_script_writes_and_checks_the_readme_and_every_docs_page(tmp_path, c
     tables = readme_tables(ROOT / "leaderboards")
     assert tables["headline"] in (tmp_path / "README.md").read_text()
     assert all(tables[name] in (tmp_path / "docs" / "results.md").read_text() for name in WORLDS)
+    assert tables["weights"] in (tmp_path / "docs" / "real-backbones.md").read_text()
     assert (tmp_path / "docs" / "other.md").read_text() == "no tables\n"
     # a table placed in two pages: --check fails, --write refuses (exit 2) and writes nothing
     (tmp_path / "docs" / "other.md").write_text(stale("detail"))
@@ -71,3 +73,11 @@ def test_the_script_writes_and_checks_the_readme_and_every_docs_page(tmp_path, c
 @pytest.mark.parametrize("lo,hi,says", [(0.01, 0.05, "js above global"), (-0.05, -0.01, "global above js"), (-0.01, 0.05, "not resolved")])
 def test_the_words_follow_the_interval(lo, hi, says):
     assert verdict({"a": "js", "b": "global", "ci_low": lo, "ci_high": hi}) == says
+
+
+def test_the_weights_table_counts_each_published_pipeline():
+    """bf16 GiB per component from the full-size configs on meta: the totals the card table quotes, SD3.5
+    Medium's positional table included, and the distilled pair sharing its text encoders and VAE."""
+    rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in weights_table().splitlines() if line.startswith("| ") and "GiB" not in line}
+    assert rows["sd35"][4].rstrip(" |") == "15.15" and rows["flux-dev"][4].rstrip(" |") == "31.42"
+    assert rows["flux-dev with `--distilled flux-schnell`"][4].rstrip(" |") == "53.57"
