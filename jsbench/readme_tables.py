@@ -21,7 +21,7 @@ from pathlib import Path
 from jsbench.contrasts import contrasts_path, read_contrasts
 from jsbench.power import RESOLVE_DIFFERENCE
 
-__all__ = ["WORLDS", "world_table", "headline_table", "weights_table", "readme_tables", "fill_blocks", "block_names", "table_pages",
+__all__ = ["WORLDS", "world_table", "headline_table", "weights_table", "baselines_list", "readme_tables", "fill_blocks", "block_names", "table_pages",
            "block_problems", "fill_pages"]
 
 # block name -> (suite, backbone)
@@ -158,10 +158,24 @@ def weights_table() -> str:
     return "\n".join(out) + "\n"
 
 
+def baselines_list() -> str:
+    """The REINFORCE baselines `train --baseline` takes, from their records (`jsbench.baselines.BASELINES`), in
+    the lab's order: name, what it is, the smallest K and B it runs on."""
+    from jsbench.baselines import BASELINES
+
+    out = []
+    for b in sorted(BASELINES.values(), key=lambda b: b.lab_order):
+        needs = [f"K >= {b.min_samples}" if b.min_samples > 1 else "", f"B >= {b.min_contexts}" if b.min_contexts > 1 else ""]
+        needs = ", ".join(n for n in needs if n)
+        out.append(f"- `{b.name}`: {b.description}" + (f" ({needs})" if needs else "") + ".")
+    return "\n".join(out) + "\n"
+
+
 def readme_tables(leaderboards: Path) -> dict[str, str]:
     tables = {name: world_table(leaderboards, suite, backbone) for name, (suite, backbone) in WORLDS.items()}
     tables["headline"] = headline_table(leaderboards)
     tables["weights"] = weights_table()
+    tables["baselines"] = baselines_list()
     return tables
 
 

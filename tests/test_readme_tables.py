@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from jsbench.readme_tables import WORLDS, block_names, block_problems, fill_blocks, fill_pages, readme_tables, table_pages, verdict, weights_table
+from jsbench.readme_tables import WORLDS, block_names, block_problems, fill_blocks, fill_pages, readme_tables, table_pages, baselines_list, verdict, weights_table
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -21,7 +21,7 @@ def test_every_page_s_tables_are_the_leaderboards():
     pages = {path: path.read_text() for path in table_pages(ROOT)}
     assert ROOT / "README.md" in pages and ROOT / "docs" / "results.md" in pages
     tables = readme_tables(ROOT / "leaderboards")
-    assert set(tables) == {*WORLDS, "headline", "weights"}
+    assert set(tables) == {*WORLDS, "headline", "weights", "baselines"}
     assert block_problems(pages, tables) == []  # every table placed once, in one page, and nothing else
     assert "headline" in block_names(pages[ROOT / "README.md"])
     for path, text in fill_pages(pages, tables).items():
@@ -52,6 +52,7 @@ def test_the_script_writes_and_checks_the_readme_and_every_docs_page(tmp_path, c
     (tmp_path / "README.md").write_text("# r\n" + stale("headline"))
     (tmp_path / "docs" / "results.md").write_text("".join(stale(name) for name in WORLDS))
     (tmp_path / "docs" / "real-backbones.md").write_text(stale("weights"))
+    (tmp_path / "docs" / "DESIGN.md").write_text(stale("baselines"))
     (tmp_path / "docs" / "other.md").write_text("no tables\n")
     lb = ["--root", str(tmp_path), "--leaderboards", str(ROOT / "leaderboards")]
     assert script.main(["--check", *lb]) == 1
@@ -81,3 +82,11 @@ def test_the_weights_table_counts_each_published_pipeline():
     rows = {line.split(" | ")[0][2:]: line.split(" | ") for line in weights_table().splitlines() if line.startswith("| ") and "GiB" not in line}
     assert rows["sd35"][4].rstrip(" |") == "15.15" and rows["flux-dev"][4].rstrip(" |") == "31.42"
     assert rows["flux-dev with `--distilled flux-schnell`"][4].rstrip(" |") == "53.57"
+
+
+def test_the_baseline_list_names_every_registered_baseline():
+    from jsbench.baselines import BASELINES
+
+    lines = baselines_list().splitlines()
+    assert [line.split("`")[1] for line in lines] == sorted(BASELINES, key=lambda n: BASELINES[n].lab_order)
+    assert "`jspo`" in baselines_list() and "(K >= 2, B >= 3)" in lines[3]
