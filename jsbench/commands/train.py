@@ -32,13 +32,10 @@ def run_train(fields: dict, *, out: Optional[Path], resume: bool, overwrite: boo
     if out is None:
         raise JsbenchError("train needs --out FOLDER (the policy, its checkpoint and log go there)")
     config = TrainConfig(**fields)
-    from jsbench.suites import suite_options
+    from jsbench.suites import preflight, suite_options
 
     options = suite_options(config.suite, config.ocr_protocol, config.prompts_file)  # refused before OUT is locked or any weights load
-    if "prompts_file" in options:  # its lines, refused one by one, before any weights load
-        from jsbench.world.text import load_text_prompts
-
-        load_text_prompts(options["prompts_file"])
+    preflight(config.suite, None, **options)  # what the suite cannot score with them (ocr: a prompts file's bad line)
     check_outputs(out_folder=out)  # refused before any process starts or weights load
     check_device(config.device)
     if processes > 1:

@@ -120,9 +120,10 @@ def load_suite(name: str, backbone=None, **options) -> Suite:
     return suite
 
 
-def preflight(name: str, backbone_cls=None) -> None:
+def preflight(name: str, backbone_cls=None, **options) -> None:
     """Refuse, in one line and before any weights load or image is sampled, what suite `name` cannot score:
-    its class's `preflight(backbone_cls)` (ocr: a backbone that draws no text; hpdv2: the benchmark prompts
-    or the HPSv2 weights missing; a suite that declares none checks nothing). `backbone_cls` is the
-    backbone's class (or the backbone); None checks only what needs no backbone."""
-    suite_class(name).preflight(backbone_cls)
+    its class's `preflight(backbone_cls, **options)` (ocr: a backbone that draws no text, a prompts file's
+    bad line; hpdv2: the benchmark prompts or the HPSv2 weights missing; a suite that declares none checks
+    nothing). `backbone_cls` is the backbone's class (or the backbone); None checks only what needs no
+    backbone. `options`: the suite's options, as `suite_options` gives them."""
+    suite_class(name).preflight(backbone_cls, **options)

@@ -102,11 +102,15 @@ class OcrSuite(Suite):
             self._meta[p] = {"targets": list(spec.words), "carrier": spec.carrier}
 
     @classmethod
-    def preflight(cls, backbone=None) -> None:
+    def preflight(cls, backbone=None, prompts_file: str | None = None, protocol: str | None = None) -> None:
         """What `jsbench.suites.preflight` runs before any weights load: a backbone (or its class) that draws no
-        text is refused in one line."""
+        text, or a line of `prompts_file` the text world cannot draw, is refused in one line."""
         if backbone is not None:
             require_text_backbone(backbone, "the ocr suite")
+        if prompts_file is not None:
+            from jsbench.world.text import load_text_prompts
+
+            load_text_prompts(prompts_file)
 
     @property
     def leaderboard_about(self) -> str:
