@@ -15,6 +15,7 @@ interval says in words.
 from __future__ import annotations
 
 import csv
+import functools
 import re
 from pathlib import Path
 
@@ -133,6 +134,7 @@ def _gib(entries: int, bytes_per_entry: int = 2) -> str:
     return f"{entries * bytes_per_entry / 2**30:.2f}"
 
 
+@functools.cache  # the configs are code: one count a process (it builds every full-size pipeline on meta)
 def weights_table() -> str:
     """The real backbones' weights in bf16, GiB, per component, from their full-size configs counted on the meta
     device (`jsbench.backbones.full_size.component_sizes`: parameters and floating-point buffers), and the two
