@@ -18,8 +18,8 @@ from jsbench import JsbenchError
 from jsbench.cli_options import (BACKBONE, CHECK, OPTIMIZER, OUT, PLAN, ROOT_HELP, RUN, TRAINING, OutputFormat, SizeFormat, backbone_option,
                                  config_options, keyword_option, show_flags_bare)
 from jsbench.zoo.registry import spec_syntax  # the schedule sources' declarations: imports no torch
-from jsbench.train_config import TrainConfig  # dataclasses only: --help stays fast
-from jsbench.compare_request import (BACKBONE_HELP, FORMAT_HELP, GPU_HELP, LIMIT_HELP, OCR_PROTOCOL_HELP, PLAN_HELP,  # likewise
+from jsbench.train.config import TrainConfig  # dataclasses only: --help stays fast
+from jsbench.report.compare_request import (BACKBONE_HELP, FORMAT_HELP, GPU_HELP, LIMIT_HELP, OCR_PROTOCOL_HELP, PLAN_HELP,  # likewise
                                      PROGRESS_HELP, SAVE_HELP, SEED_BASE_HELP, SEEDS_HELP, SUITE_HELP, CompareRequest)
 
 show_flags_bare()
@@ -169,7 +169,7 @@ def compare(ctx: typer.Context, **fields):
     ./leaderboards; --check reads the installed checkout's. Exit codes: 0 ok,
     1 a row regressed (--check; with --strict also a missing row), 2 refused."""
     from jsbench.commands.common import command_line
-    from jsbench.compare_runs import run_command
+    from jsbench.commands.compare import run_command
 
     try:
         from typer._click.core import ParameterSource

@@ -10,8 +10,8 @@ from typing import List, Optional
 
 import typer
 
-from jsbench.compare_request import IMAGES_BATCH_HELP, PROGRESS_HELP
-from jsbench.train_config import DECODE_HELP, DEVICE_HELP, DTYPE_HELP, GUIDANCE_HELP, MODEL_HELP, OFFLOAD_HELP, OFFLOAD_MODE_HELP
+from jsbench.report.compare_request import IMAGES_BATCH_HELP, PROGRESS_HELP
+from jsbench.train.config import DECODE_HELP, DEVICE_HELP, DTYPE_HELP, GUIDANCE_HELP, MODEL_HELP, OFFLOAD_HELP, OFFLOAD_MODE_HELP
 
 
 def show_flags_bare() -> None:
@@ -73,7 +73,7 @@ def backbone_option(name: str, **override):
 
 def config_options(config_cls, panels: dict[str, str] | None = None) -> list[inspect.Parameter]:
     """A typer option per field of a config dataclass (TrainConfig, CompareRequest), built from the field's
-    metadata (see jsbench/train_config.py): `help` (required), `flags` (default --field-name), `choices` (an
+    metadata (see jsbench/train/config.py): `help` (required), `flags` (default --field-name), `choices` (an
     enum of the values, whose `.value` the command passes on), `min`. The field's default is the option's; a
     `tuple[X, ...]` field is a repeatable option (typer passes a list). `panels` (field -> --help panel)
     groups them, the fields it does not name under "Options"."""

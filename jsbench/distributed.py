@@ -25,7 +25,7 @@ How the work is split, and why the numbers do not depend on the number of proces
 - Evaluation: prompts are dealt round-robin (tasks are grouped in the suites, so contiguous blocks
   would give one process all the expensive prompts); per-image scores are gathered and put back in the
   suite's order, so the records are those of one process; rank 0 alone writes them
-  (`jsbench.evaluate.evaluate_sharded`: this module is the process group alone and imports no evaluation).
+  (`jsbench.evaluation.evaluate.evaluate_sharded`: this module is the process group alone and imports no evaluation).
 """
 
 from __future__ import annotations

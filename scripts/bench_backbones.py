@@ -37,7 +37,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jsbench.backbone_costs import FULL_SIZE, backbone_step_flops, bench_one, full_size, full_size_policy  # noqa: E402
+from jsbench.analysis.backbone_costs import FULL_SIZE, backbone_step_flops, bench_one, full_size, full_size_policy  # noqa: E402
 from jsbench.backbones.full_size import text_encode_flops, vae_decode_flops  # noqa: E402
 from jsbench.backbones.tiny import TINY_KINDS, save_tiny_pipeline  # noqa: E402
 from jsbench.io import add_result_options, write_result  # noqa: E402

@@ -12,11 +12,11 @@
    contexts drawn afresh per batch): E||g - dJ/dtheta||^2 of the REINFORCE estimate under each
    baseline, relative to RLOO's, paired.
 3. The REINFORCE gradient on the analytic world: the estimator lab (`jsbench estimators`,
-   jsbench/estimators.py) at a fixed policy (the untrained instance policy, whose mean schedule is the
+   jsbench/analysis/estimators.py) at a fixed policy (the untrained instance policy, whose mean schedule is the
    default; or --policy PATH): tr Cov(g) and the gradient MSE under each baseline on the same batches,
    relative to RLOO's, with paired-bootstrap 90 % CIs.
 
-Sections 1 and 2 are jsbench.estimator_simulation's checks, on the baselines of the registry.
+Sections 1 and 2 are jsbench.analysis.estimator_simulation's checks, on the baselines of the registry.
 
 Nothing is written unless asked: --write writes bench/results/baselines.json and the plots beside it,
 --out PATH writes there instead.
@@ -39,8 +39,8 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "bench" / "results" / "baselines.json"
 sys.path.insert(0, str(ROOT))
 
-from jsbench.estimator_rendering import lab_table  # noqa: E402  the lab's own code: gradient variance, its table
-from jsbench.estimator_simulation import (  # noqa: E402  simulation, claims, bandit
+from jsbench.analysis.estimator_rendering import lab_table  # noqa: E402  the lab's own code: gradient variance, its table
+from jsbench.analysis.estimator_simulation import (  # noqa: E402  simulation, claims, bandit
     BINARY_MEAN,
     ORACLE,
     bandit_gradient_error,
@@ -48,7 +48,7 @@ from jsbench.estimator_simulation import (  # noqa: E402  simulation, claims, ba
     simulated_mse_grid,
     z_over_rloo,
 )
-from jsbench.estimators import LabConfig, run_lab  # noqa: E402
+from jsbench.analysis.estimators import LabConfig, run_lab  # noqa: E402
 from jsbench.io import replacing, result_target, shown_path, write_result  # noqa: E402
 
 COLOURS = {"none": "#999999", "rloo": "#1f77b4", "xctx": "#2ca02c", "js": "#d62728", "js-plugin": "#ff7f0e", ORACLE: "#7f7f7f"}

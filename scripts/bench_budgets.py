@@ -34,8 +34,8 @@ sys.path.insert(0, str(ROOT))
 
 from jsbench.io import add_result_options, result_target, write_result
 from jsbench.backbones import load_backbone  # noqa: E402
-from jsbench.evaluate import CEILING_STEPS, evaluate, resolve_schedule  # noqa: E402
-from jsbench.results import make_records  # noqa: E402
+from jsbench.evaluation.evaluate import CEILING_STEPS, evaluate, resolve_schedule  # noqa: E402
+from jsbench.evaluation.results import make_records  # noqa: E402
 from jsbench.stats import satterthwaite_df, t_interval, t_quantile  # noqa: E402
 from jsbench.suites import load_suite  # noqa: E402
 
@@ -50,7 +50,7 @@ def policy_for(name: str, steps: int, args) -> tuple[Path, str]:
     if args.reuse and (shipped / "manifest.json").is_file() and (shipped / "policy.safetensors").is_file():
         return shipped, "shipped"
     from jsbench.distributed import DistContext
-    from jsbench.train import TrainConfig, Trainer
+    from jsbench.train.reinforce import TrainConfig, Trainer
 
     cfg = TrainConfig(backbone="analytic", steps=steps, baseline=baseline, reward="geneval", suite="geneval", policy=kind,
                       iters=args.iters, contexts=16, samples=4, lr=0.01, seed=0, checkpoint_every=10**9)

@@ -3,7 +3,7 @@
 
 Curves of 21 points over 64 held-out binary images (the same images at every point), wandering as an AR(1)
 (SD 0.01-0.03, phi 0-0.6), flat, still rising by 0.05-0.15 or falling by 0.1 per quarter of training;
-rows of 8 seeds averaged point by point, flat, rising by 0.03-0.05 or falling by 0.05. The rule and the simulator are jsbench.convergence.
+rows of 8 seeds averaged point by point, flat, rising by 0.03-0.05 or falling by 0.05. The rule and the simulator are jsbench.policy.convergence.
 
     python scripts/bench_convergence.py                 # print the rates (about a minute at 1000 trials)
     python scripts/bench_convergence.py --write         # -> bench/results/convergence.json
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "bench" / "results" / "convergence.json"
 sys.path.insert(0, str(ROOT))
 
-from jsbench.convergence import LEVEL, MARGIN, RULE, ROW_RULE, flag_rates  # noqa: E402
+from jsbench.policy.convergence import LEVEL, MARGIN, RULE, ROW_RULE, flag_rates  # noqa: E402
 from jsbench.io import add_result_options, write_result  # noqa: E402
 
 FLAT_TARGET, RISING_TARGET = 0.10, 0.90  # issue 36: flag a flat run <= 10 % of the time, a rising one >= 90 %

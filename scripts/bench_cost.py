@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jsbench.backbones import load_backbone  # noqa: E402
-from jsbench.costs import bench_analytic, bench_scale, bench_suites, bench_training_split, machine, scale_worker  # noqa: E402
+from jsbench.analysis.costs import bench_analytic, bench_scale, bench_suites, bench_training_split, machine, scale_worker  # noqa: E402
 from jsbench.io import add_result_options, write_result  # noqa: E402
 
 

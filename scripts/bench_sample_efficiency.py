@@ -6,7 +6,7 @@ runs of one training seed are paired. Reported per (K, baseline), at K = 2 (the 
 beside K = 4: the AUC of the training reward (mean reward over the updates) and the held-out score of
 the final policy, and per baseline the paired difference to RLOO over the seeds with its SE and 95%
 Student-t interval (S - 1 df). Collapsed runs (final reward below half the starting one) are flagged and left out. The
-logic is jsbench.sample_efficiency; settings follow scripts/train_policies.sh (geneval, lr 0.01).
+logic is jsbench.analysis.sample_efficiency; settings follow scripts/train_policies.sh (geneval, lr 0.01).
 
     python scripts/bench_sample_efficiency.py --seeds 0 1 2 3 4 5 6 7          # the measurement (>= 8 seeds)
     python scripts/bench_sample_efficiency.py --iters 60 --seeds 0 1 --K 2     # quick
@@ -30,8 +30,8 @@ COMMITTED = ROOT / "bench" / "results" / "sample_efficiency.json"
 sys.path.insert(0, str(ROOT))
 
 from jsbench.io import add_result_options, result_target, write_result  # noqa: E402
-from jsbench.sample_efficiency import summarise, train_and_score  # noqa: E402
-from jsbench.train import TrainConfig  # noqa: E402
+from jsbench.analysis.sample_efficiency import summarise, train_and_score  # noqa: E402
+from jsbench.train.reinforce import TrainConfig  # noqa: E402
 
 BASELINES = ["none", "rloo", "xctx", "js"]
 COLOURS = {"none": "#999999", "rloo": "#1f77b4", "xctx": "#2ca02c", "js": "#d62728"}

@@ -7,7 +7,7 @@ image part of the SE the leaderboard reports for it, and their ratio (target <= 
 Seed part (key `seed_term`): two rows trained with many seeds (default analytic 3-step rloo and global, 24
 seeds: policies/ holds the first ones, the rest are trained into --seed-runs with the shipped rows' own
 settings), their per-seed differences in disjoint groups, the spread of the group Δ against the seed part
-of the SE a row of that many seeds prints, with the ratio's F interval. The logic is jsbench.se_calibration.
+of the SE a row of that many seeds prints, with the ratio's F interval. The logic is jsbench.analysis.se_calibration.
 
     python scripts/bench_se_calibration.py                        # both parts, as committed
     python scripts/bench_se_calibration.py --write                # -> bench/results/se_calibration.json
@@ -29,7 +29,7 @@ COMMITTED = ROOT / "bench" / "results" / "se_calibration.json"
 sys.path.insert(0, str(ROOT))
 
 from jsbench.io import add_result_options, write_result  # noqa: E402
-from jsbench.se_calibration import SCHEMA, TARGET_RATIO, se_calibration, seed_term_calibration  # noqa: E402
+from jsbench.analysis.se_calibration import SCHEMA, TARGET_RATIO, se_calibration, seed_term_calibration  # noqa: E402
 
 
 def parse_run(text: str) -> tuple[str, int]:
@@ -92,8 +92,8 @@ def seed_folders(args, row: str, backbone: str) -> list[Path]:
     ones there with the shipped row's own settings (its seed0 manifest's config, another seed)."""
     from dataclasses import replace
 
-    from jsbench.policy import read_manifest
-    from jsbench.train import TrainConfig, Trainer
+    from jsbench.policy.schedule_policy import read_manifest
+    from jsbench.train.reinforce import TrainConfig, Trainer
 
     shipped = args.policies / backbone / row
     if not (shipped / "seed0" / "manifest.json").is_file():

@@ -2,7 +2,7 @@
 """Training updates/s and evaluation images/s of the embedded worlds, against an older commit in one run.
 
 Every workload runs from this checkout and from a snapshot of `--base`, alternately, one thread each, at
-the shipped settings (see jsbench/throughput.py for what is timed and how the ratio is formed).
+the shipped settings (see jsbench/analysis/throughput.py for what is timed and how the ratio is formed).
 
     python scripts/bench_throughput.py                         # against 9c82c2a, 3 repeats (--write: bench/results/throughput.json)
     python scripts/bench_throughput.py --worlds detail --repeats 1 --no-eval     # quick
@@ -20,9 +20,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jsbench.costs import machine  # noqa: E402
+from jsbench.analysis.costs import machine  # noqa: E402
 from jsbench.io import add_result_options, write_result  # noqa: E402
-from jsbench.throughput import WORLDS, Side, measure, snapshot, table  # noqa: E402
+from jsbench.analysis.throughput import WORLDS, Side, measure, snapshot, table  # noqa: E402
 
 # the commit issue 42 measured its baseline on: the last before the speed work
 BASE = "9c82c2a"

@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 
 from jsbench.backbones import load_backbone
-from jsbench.compare import evaluate_learned_row, shipped_policies
-from jsbench.evaluate import EvalRun, evaluate, mean_over_seeds, resolve_schedule
+from jsbench.report.compare import evaluate_learned_row, shipped_policies
+from jsbench.evaluation.evaluate import EvalRun, evaluate, mean_over_seeds, resolve_schedule
 from jsbench.io import add_result_options, write_result
 from jsbench.stats import Estimate, cluster_mean, two_level_estimate, weighted_overall
 from jsbench.suites import load_suite

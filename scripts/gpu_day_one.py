@@ -193,8 +193,8 @@ def vae_stage(bb, run: Run) -> dict:
 def policy_stage(bb, run: Run, seconds_per_image: float | None) -> dict:
     """The xattn policy train builds for this backbone, at its real latent and token shapes: forward+backward
     seconds for one row, and the forward's share of one image's sampling."""
-    from jsbench.policy import PolicyConfig, build_policy
-    from jsbench.policy_xattn import xattn_defaults
+    from jsbench.policy.schedule_policy import PolicyConfig, build_policy
+    from jsbench.policy.xattn import xattn_defaults
 
     run.check(3.0)
     steps = int(bb.default_steps)

@@ -219,8 +219,8 @@ def parity(kind: str, folder: str, device, dtype) -> dict:
 
 
 def train_eval_cost(kind: str, folder: str, device, dtype, steps: int, out: Path) -> dict:
-    from jsbench.evaluate import evaluate, resolve_schedule
-    from jsbench.train import TrainConfig, Trainer, read_log
+    from jsbench.evaluation.evaluate import evaluate, resolve_schedule
+    from jsbench.train.reinforce import TrainConfig, Trainer, read_log
 
     bb = load_backbone(kind, model=folder, device=str(device), dtype=dtype)
     row: dict = {"latent_shape": list(bb.latent_shape), "resolution": [bb.height, bb.width], "steps": steps, "decode_chunk": bb.decode_chunk}

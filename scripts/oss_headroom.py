@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Per world and budget: the instance headroom oss-image - oss, the learned policy's gain over the global
-schedule, and the share of the headroom it recovers (`jsbench.instance_headroom`), from the committed
+schedule, and the share of the headroom it recovers (`jsbench.analysis.instance_headroom`), from the committed
 per-image scores.
 
     python scripts/oss_headroom.py [--scores leaderboards/geneval.scores.jsonl] [--instance js]
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from jsbench import JsbenchError
-from jsbench.instance_headroom import headroom_sections, instance_headroom, leaderboard_gain
+from jsbench.analysis.instance_headroom import headroom_sections, instance_headroom, leaderboard_gain
 
 ROOT = Path(__file__).resolve().parents[1]
 

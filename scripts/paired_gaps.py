@@ -24,10 +24,10 @@ import argparse
 from pathlib import Path
 
 from jsbench.backbones import load_backbone
-from jsbench.compare import evaluate_learned_row, shipped_policies
-from jsbench.evaluate import EVAL_SEED_BASE, evaluate, resolve_schedule
+from jsbench.report.compare import evaluate_learned_row, shipped_policies
+from jsbench.evaluation.evaluate import EVAL_SEED_BASE, evaluate, resolve_schedule
 from jsbench.io import add_result_options, write_result
-from jsbench.results import paired_estimates, run_metrics
+from jsbench.evaluation.results import paired_estimates, run_metrics
 from jsbench.stats import Estimate
 from jsbench.suites import load_suite
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""The table of planned GPU-hours in docs/real-backbones.md ("The plans, on an H100"), printed from jsbench.plan.
+"""The table of planned GPU-hours in docs/real-backbones.md ("The plans, on an H100"), printed from jsbench.report.plan.
 
 Per real backbone: `jsbench compare --suite geneval --steps 5 --plan` (its rows and total), the same with
 `--zoo karras,ays,oss,searched`, `jsbench train --recipe paper --plan` (200 updates a budget) and
@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jsbench.plan import RECIPES, plan_compare, plan_eval, plan_train  # noqa: E402
+from jsbench.report.plan import RECIPES, plan_compare, plan_eval, plan_train  # noqa: E402
 
 BACKBONES = ("flux-dev", "sd35-large", "sd35-medium", "sdxl")
 

@@ -5,7 +5,7 @@ Each table sits in a page between `<!-- table:NAME -->` and `<!-- /table:NAME --
 across README.md and every docs/*.md page; NAME is a world (`analytic`, `scenes-dit`, `detail`:
 leaderboards/geneval.csv; `ocr`: leaderboards/ocr.csv; their blocks are in docs/results.md) or `headline`
 (every section's headline contrasts: leaderboards/*.contrasts.csv; its block is in README.md). The logic
-is jsbench.readme_tables.
+is jsbench.report.readme_tables.
 
     python scripts/readme_tables.py            # print every table
     python scripts/readme_tables.py --write    # rewrite the pages' blocks
@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from jsbench.readme_tables import block_names, block_problems, fill_pages, readme_tables, table_pages  # noqa: E402
+from jsbench.report.readme_tables import block_names, block_problems, fill_pages, readme_tables, table_pages  # noqa: E402
 
 
 def main(argv=None) -> int:

@@ -4,7 +4,7 @@
 Every schedule row samples its images once (the suite's first --prompts test prompts x --seeds seeds);
 each scorer scores those identical images; the table gives each row's mean per scorer and, per pair of
 scorers, the per-image agreement, Cohen's kappa and whether the rows' ranking changes
-(`jsbench.agreement`). A scorer that cannot load here is listed as unavailable with the reason.
+(`jsbench.analysis.agreement`). A scorer that cannot load here is listed as unavailable with the reason.
 Prints the tables and one JSON line; `--write` writes bench/results/scorer_agreement-<suite>.json,
 `--out PATH` elsewhere.
 
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jsbench import JsbenchError  # noqa: E402
-from jsbench.agreement import agreement, sample_rows, score_rows  # noqa: E402
+from jsbench.analysis.agreement import agreement, sample_rows, score_rows  # noqa: E402
 from jsbench.io import write_text_atomic  # noqa: E402
 
 DEFAULT_SCORERS = {"ocr": ["rapidocr", "tesseract", "easyocr"], "geneval": ["mask2former", "owl"]}
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.prompts < 1 or args.seeds < 1:
         parser.error("--prompts and --seeds must be >= 1")
     from jsbench.backbones import load_backbone
-    from jsbench.evaluate import EVAL_SEED_BASE, resolve_schedule
+    from jsbench.evaluation.evaluate import EVAL_SEED_BASE, resolve_schedule
 
     backbone = load_backbone(args.backbone)
     scorers, unavailable = {}, {}

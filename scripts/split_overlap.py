@@ -1,5 +1,5 @@
 """The held-out prompts that a training prompt asks the same of (objects swapped), per world, and how the
-committed Δ vs default of every leaderboard row moves without them (jsbench/overlap.py).
+committed Δ vs default of every leaderboard row moves without them (jsbench/analysis/overlap.py).
 
     python scripts/split_overlap.py [--write | --out PATH]
 """
@@ -10,7 +10,7 @@ from pathlib import Path
 
 from jsbench.backbones import listing_backbone, load_backbone
 from jsbench.io import add_result_options, write_result
-from jsbench.overlap import equivalent_pairs, overlap_effect, requirement
+from jsbench.analysis.overlap import equivalent_pairs, overlap_effect, requirement
 from jsbench.suites import load_suite
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -8,7 +8,7 @@
 #   STEPS="3" SEEDS="0" POLICIES="js rloo" JOBS=2 bash scripts/train_policies.sh   # a subset, two at a time
 #   SUITE=ocr JOBS=2 bash scripts/train_policies.sh       # analytic's text world, OCR reward: <backbone>/ocr-<name>-n<steps>/
 # Updates per backbone are where the held-out score has stopped moving (manifest "convergence", from the run's
-# heldout.jsonl: jsbench/convergence.py; a row's verdict is its seeds' averaged curve's); every row of a
+# heldout.jsonl: jsbench/policy/convergence.py; a row's verdict is its seeds' averaged curve's); every row of a
 # backbone gets the same count.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -39,7 +39,7 @@ sys.path.insert(0, str(ROOT))
 DEFAULT_OUT = ROOT / "jsbench" / "backbones" / "weights" / "scenes-dit"
 
 from jsbench import JsbenchError  # noqa: E402
-from jsbench.scene_backbone_training import (  # noqa: E402
+from jsbench.train.scene_backbone import (  # noqa: E402
     CANVAS, DEFAULT_STEPS, GUIDANCE, T5_TOKENS, TOKENS, SceneData, Stop, assemble, build_text_encoder, build_tokenizer, encode_dataset,
     encode_prompts, save_pipeline, train_decoder, train_dit, train_vae,
 )

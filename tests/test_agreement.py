@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from jsbench import JsbenchError
-from jsbench.agreement import agreement, cohens_kappa, discordant_pairs, kendall_tau, sample_rows, score_rows
+from jsbench.analysis.agreement import agreement, cohens_kappa, discordant_pairs, kendall_tau, sample_rows, score_rows
 
 
 def test_cohens_kappa_by_hand():
@@ -51,7 +51,7 @@ def test_agreement_table():
 
 def test_two_ocr_engines_on_identical_images():
     from jsbench.backbones import load_backbone
-    from jsbench.evaluate import resolve_schedule
+    from jsbench.evaluation.evaluate import resolve_schedule
     from jsbench.suites import load_suite
 
     bb = load_backbone("analytic")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from jsbench.policy_features import (
+from jsbench.policy.features import (
     LatentFeatures,
     full_size_config,
     latent_features_flops,

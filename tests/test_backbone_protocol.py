@@ -149,7 +149,7 @@ def test_no_module_reads_a_protocol_attribute_with_getattr():
 
 
 def _record(method: str, steps: int, budget, value: float = 0.5, **extra):
-    from jsbench.results import Record
+    from jsbench.evaluation.results import Record
 
     return Record(
         backbone="analytic", model_id="jsbench/analytic-scenes", steps=steps, budget=budget, method=method, schedule="default",
@@ -161,8 +161,8 @@ def _record(method: str, steps: int, budget, value: float = 0.5, **extra):
 def test_tables_file_rows_by_budget_and_old_records_load_into_the_same_sections(tmp_path):
     from dataclasses import asdict
 
-    from jsbench.leaderboard import build_tables, render_csv
-    from jsbench.results import read_records
+    from jsbench.report.leaderboard import build_tables, render_csv
+    from jsbench.evaluation.results import read_records
 
     recs = [_record("default", 3, 3), _record("default", 4, 4), _record("ceiling (200 steps)", 200, None, 0.9),
             _record("flux-schnell (4 steps, distilled)", 4, 3, 0.6), _record("flux-schnell (4 steps, distilled)", 4, 4, 0.6)]
@@ -186,9 +186,9 @@ def test_tables_file_rows_by_budget_and_old_records_load_into_the_same_sections(
 @pytest.mark.slow
 def test_a_distilled_row_records_its_own_steps_under_the_sections_budget(tmp_path):
     from jsbench.backbones.analytic import AnalyticBackbone
-    from jsbench.compare import run_compare
-    from jsbench.compare_request import CompareRequest
-    from jsbench.results import read_records
+    from jsbench.report.compare import run_compare
+    from jsbench.report.compare_request import CompareRequest
+    from jsbench.evaluation.results import read_records
     from jsbench.suites import load_suite
 
     class Reference(AnalyticBackbone):

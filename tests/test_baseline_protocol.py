@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from jsbench.baselines import BASELINES, Baseline, BaselineError, baseline_record, registered_baselines, validate_baseline
-from jsbench.train_config import baseline_help
+from jsbench.train.config import baseline_help
 
 RECORDS = registered_baselines()
 

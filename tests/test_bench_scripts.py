@@ -72,7 +72,7 @@ def test_bench_sample_efficiency(tmp_path, monkeypatch, capsys):
 
 
 def test_sample_efficiency_flags_collapsed_runs_and_pairs_by_seed():
-    from jsbench.sample_efficiency import collapsed, paired_difference, reward_auc
+    from jsbench.analysis.sample_efficiency import collapsed, paired_difference, reward_auc
 
     assert collapsed([0.6, 0.6, 0.1, 0.05], window=2) and not collapsed([0.4, 0.5, 0.6, 0.6], window=2)
     assert collapsed([0.5, float("nan")], window=1) and reward_auc([0.2, 0.4]) == pytest.approx(0.3)
@@ -106,7 +106,7 @@ def test_bench_cost(tmp_path):
 def test_bench_throughput_times_this_checkout_against_a_snapshot(tmp_path, monkeypatch, capsys):
     import dataclasses
 
-    from jsbench import throughput
+    from jsbench.analysis import throughput
 
     tiny = dataclasses.replace(throughput.WORLDS["analytic"], iters=2)
     monkeypatch.setitem(throughput.WORLDS, "analytic", tiny)
@@ -126,7 +126,7 @@ def test_bench_throughput_times_this_checkout_against_a_snapshot(tmp_path, monke
 
 @pytest.mark.slow  # a jsbench eval subprocess
 def test_bench_throughput_counts_each_image_once(tmp_path):
-    from jsbench import throughput
+    from jsbench.analysis import throughput
 
     side = throughput.Side("here", Path(__file__).resolve().parents[1])
     world = throughput.World("analytic", (), ("--suite", "geneval", "--backbone", "analytic"), iters=1, limits=(1, 1), seeds=2)

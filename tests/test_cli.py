@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from jsbench.backbones import load_backbone
-from jsbench.policy import make_policy
+from jsbench.policy.schedule_policy import make_policy
 
 
 def assert_one_line_error(result, *fragments):

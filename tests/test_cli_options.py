@@ -9,10 +9,10 @@ import typer.main
 
 import jsbench.cli as cli_module
 import jsbench.commands.train
-import jsbench.train
+import jsbench.train.reinforce
 from jsbench import JsbenchError
 from jsbench.cli_options import config_options
-from jsbench.train import TrainConfig
+from jsbench.train.reinforce import TrainConfig
 
 
 def _train_command():
@@ -59,7 +59,7 @@ def test_a_new_field_is_a_new_option_that_reaches_the_config(cli, monkeypatch):
             seen.append(config)
             raise JsbenchError("stopped before training")
 
-    monkeypatch.setattr(jsbench.train, "Trainer", Stop)
+    monkeypatch.setattr(jsbench.train.reinforce, "Trainer", Stop)
     code, _, err = cli("train", "--out", "run", "--extra-knob", "3", "--policy", "global", "-B", "5")
     assert code == 2 and "stopped before training" in err
     assert seen[0].extra_knob == 3 and seen[0].policy == "global" and seen[0].contexts == 5  # plain values, not enums
@@ -79,8 +79,8 @@ def test_a_field_without_help_is_refused():
 
 
 def test_compare_option_rules_live_in_the_library_and_refuse_before_weights_load(cli, monkeypatch, tmp_path):
-    from jsbench.compare import validate_compare_options
-    from jsbench.compare_request import CompareRequest as R, compare_command
+    from jsbench.report.compare import validate_compare_options
+    from jsbench.report.compare_request import CompareRequest as R, compare_command
     from jsbench.zoo import DEFAULT_ZOO
 
     with pytest.raises(JsbenchError, match="go with --check"):
@@ -126,7 +126,7 @@ def test_compare_option_rules_live_in_the_library_and_refuse_before_weights_load
 
 
 def test_recipe_run_command_names_its_zoo():
-    from jsbench.compare_request import compare_command, recipe_request
+    from jsbench.report.compare_request import compare_command, recipe_request
 
     run = {"suite": "geneval", "backbone": "scenes-dit", "steps": [3], "seed_base": 0}
     assert "--zoo" not in compare_command(recipe_request(run))
@@ -138,7 +138,7 @@ def _compare_command():
 
 
 def test_every_compare_request_field_is_a_compare_option_with_its_default_and_help():
-    from jsbench.compare_request import CompareRequest
+    from jsbench.report.compare_request import CompareRequest
 
     params = assert_fields_are_options(_compare_command(), CompareRequest)
     for f in dataclasses.fields(CompareRequest):
@@ -150,12 +150,12 @@ def test_every_compare_request_field_is_a_compare_option_with_its_default_and_he
 
 def test_the_cli_builds_the_request_run_command_takes(cli, monkeypatch):
     """cli.py builds the request from the options (plain values: lists as tuples, paths, the format's
-    value) and hands it to jsbench.compare_runs.run_command, whose return is the exit code."""
-    import jsbench.compare_runs
-    from jsbench.compare_request import CompareRequest
+    value) and hands it to jsbench.commands.compare.run_command, whose return is the exit code."""
+    import jsbench.commands.compare
+    from jsbench.report.compare_request import CompareRequest
 
     seen = []
-    monkeypatch.setattr(jsbench.compare_runs, "run_command", lambda request, **kw: seen.append((request, kw)) or 1)
+    monkeypatch.setattr(jsbench.commands.compare, "run_command", lambda request, **kw: seen.append((request, kw)) or 1)
     code, _, _ = cli("compare", "--steps", "2", "--steps", "4", "--schedule", "shift:3", "--format", "json", "--records", "r.jsonl",
                      "--check", "--report", "a.md", "--tolerance", "3", "--seeds", "8")
     assert code == 1
@@ -166,7 +166,7 @@ def test_the_cli_builds_the_request_run_command_takes(cli, monkeypatch):
 
 
 def test_a_request_round_trips_through_its_command_text():
-    from jsbench.compare_request import CompareRequest as R, compare_command, parse_compare_command
+    from jsbench.report.compare_request import CompareRequest as R, compare_command, parse_compare_command
 
     for request in (R(), R(steps=(3,), seeds=2, zoo="none", check=True, strict=True, tolerance=3.0),
                     R(suite="ocr", backbone="flux-dev", model="/models/flux dev", steps=(5, 8), guidance=3.5, seeds=4, seed_base=7,
@@ -186,8 +186,8 @@ def test_a_request_round_trips_through_its_command_text():
 
 
 def test_a_real_models_section_names_its_protocols_seeds_and_zoo():
-    from jsbench.compare_request import CompareRequest as R, compare_command, recorded_request
-    from jsbench.protocol import default_zoo
+    from jsbench.report.compare_request import CompareRequest as R, compare_command, recorded_request
+    from jsbench.evaluation.protocol import default_zoo
 
     embedded = R(steps=(3, 5))
     assert recorded_request(embedded, real=False) == embedded  # the committed sections' commands name neither
@@ -201,7 +201,7 @@ def test_every_committed_section_command_round_trips():
     """The command each committed leaderboard section records reads back into a request that renders it again."""
     import csv
 
-    from jsbench.compare_request import compare_command, parse_compare_command
+    from jsbench.report.compare_request import compare_command, parse_compare_command
 
     root = Path(__file__).resolve().parents[1] / "leaderboards"
     commands = {r["command"] for name in ("geneval.csv", "ocr.csv") for r in csv.DictReader(open(root / name)) if r.get("command")}
@@ -211,8 +211,8 @@ def test_every_committed_section_command_round_trips():
 
 
 def test_the_committed_recipe_reads_into_requests_and_writes_back_byte_for_byte(tmp_path):
-    from jsbench.compare_request import CompareRequest, compare_command, read_recipe, recipe_text, write_recipe
-    from jsbench.evaluate import EVAL_SEED_BASE
+    from jsbench.report.compare_request import CompareRequest, compare_command, read_recipe, recipe_text, write_recipe
+    from jsbench.evaluation.evaluate import EVAL_SEED_BASE
 
     committed = Path(__file__).resolve().parents[1] / "leaderboards" / "recipe.json"
     requests = read_recipe(committed)

@@ -7,10 +7,10 @@ import math
 
 import pytest
 
-from jsbench.contrasts import contrast_lines, read_contrasts, section_contrasts, write_contrasts
-from jsbench.evaluate import EvalRun, mean_over_seeds
-from jsbench.leaderboard import Table, render_markdown
-from jsbench.power import seeds_to_resolve
+from jsbench.report.contrasts import contrast_lines, read_contrasts, section_contrasts, write_contrasts
+from jsbench.evaluation.evaluate import EvalRun, mean_over_seeds
+from jsbench.report.leaderboard import Table, render_markdown
+from jsbench.report.power import seeds_to_resolve
 from jsbench.stats import cluster_mean, paired_two_level_estimate
 from jsbench.suites.base import EvalItem, aggregate_by_task
 

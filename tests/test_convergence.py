@@ -1,4 +1,4 @@
-"""The held-out convergence rule (jsbench.convergence): known answers, error rates on simulated curves, rows
+"""The held-out convergence rule (jsbench.policy.convergence): known answers, error rates on simulated curves, rows
 of several seeds, and re-stamping a manifest without touching its other keys."""
 
 import json
@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from jsbench import convergence as cv
+from jsbench.policy import convergence as cv
 
 ITERS = [20 * k for k in range(21)]
 

@@ -35,7 +35,7 @@ def test_the_default_auto_is_cuda_when_available(monkeypatch):
 
 def test_backbones_and_policies_pick_through_it(monkeypatch):
     from jsbench.backbones import load_backbone
-    from jsbench.policy import make_policy
+    from jsbench.policy.schedule_policy import make_policy
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     bb = load_backbone("analytic")

@@ -150,10 +150,10 @@ def _worker(rank: int, world: int, port: int, out: str, policy_dir: str) -> None
                       LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world), OMP_NUM_THREADS="1")
     torch.set_num_threads(1)
     jd._CONTEXT = None  # the parent's one-process context is not ours
-    from jsbench.evaluate import evaluate_sharded, resolve_schedule
-    from jsbench.results import make_records
+    from jsbench.evaluation.evaluate import evaluate_sharded, resolve_schedule
+    from jsbench.evaluation.results import make_records
     from jsbench.suites import load_suite
-    from jsbench.train import TrainConfig, Trainer, read_log
+    from jsbench.train.reinforce import TrainConfig, Trainer, read_log
 
     ctx = jd.get_context()
     assert ctx.world_size == world and ctx.rank == rank and ctx.backend == "gloo"
@@ -180,10 +180,10 @@ def test_two_gloo_processes_train_and_evaluate_like_one(tmp_path):
     import torch.multiprocessing as mp
     from safetensors.torch import load_file
 
-    from jsbench.evaluate import evaluate, resolve_schedule
-    from jsbench.results import make_records
+    from jsbench.evaluation.evaluate import evaluate, resolve_schedule
+    from jsbench.evaluation.results import make_records
     from jsbench.suites import load_suite
-    from jsbench.train import TrainConfig, Trainer, read_log
+    from jsbench.train.reinforce import TrainConfig, Trainer, read_log
 
     # one process (this one): the reference, and the policy both evaluations use
     one = Trainer(TrainConfig(**TRAIN), tmp_path / "one", dist=DistContext())

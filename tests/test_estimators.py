@@ -1,4 +1,4 @@
-"""The estimator lab (jsbench/estimators.py): pairing, the rloo reference, bootstrap determinism, and known
+"""The estimator lab (jsbench/analysis/estimators.py): pairing, the rloo reference, bootstrap determinism, and known
 answers on simulated Gaussian rewards whose gradient variance and baseline error are known in closed form."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from jsbench import estimator_rendering as rendering
-from jsbench import estimators as lab
+from jsbench.analysis import estimator_rendering as rendering
+from jsbench.analysis import estimators as lab
 from jsbench.baselines import advantages
 from jsbench.distributed import DistContext
 
@@ -165,7 +165,7 @@ def test_the_vmap_registry_matches_the_baseline_registry():
 
 @pytest.mark.slow  # trains a 2-update run, then replays it
 def test_along_training_replays_the_run_and_plots_byte_stable(tmp_path):
-    from jsbench.train import TrainConfig, Trainer
+    from jsbench.train.reinforce import TrainConfig, Trainer
 
     run = tmp_path / "run"
     trainer = Trainer(TrainConfig(backbone="analytic", steps=3, baseline="rloo", contexts=4, samples=2, iters=2, seed=1), run)

@@ -119,7 +119,7 @@ def test_a_replacing_write_that_fails_keeps_the_old_file_and_no_temp(tmp_path):
 
 
 def test_main_maps_system_errors_to_2_and_bugs_to_3(cli, monkeypatch):
-    import jsbench.policy as policy
+    import jsbench.policy.schedule_policy as policy
 
     def boom(root):
         raise RuntimeError("a bug")
@@ -181,7 +181,7 @@ def test_resume_command_swaps_overwrite_for_resume():
 @contextlib.contextmanager
 def _interrupted_at(monkeypatch, iteration: int):
     """A block in which update `iteration` of any Trainer is interrupted (Ctrl-C)."""
-    from jsbench.train import Trainer
+    from jsbench.train.reinforce import Trainer
 
     real = Trainer.step
 
@@ -231,7 +231,7 @@ def test_compare_refuses_a_damaged_leaderboard_before_evaluating(cli, tmp_path, 
 
 
 def test_a_closed_stdout_pipe_is_not_exit_1(cli, monkeypatch):
-    from jsbench import tables
+    from jsbench.commands import tables
 
     def closed(*args, **kwargs):
         raise BrokenPipeError(errno.EPIPE, "Broken pipe")

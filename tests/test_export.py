@@ -15,8 +15,8 @@ pytest.importorskip("diffusers")
 from tiny_pipelines import PROMPTS, TINY_KINDS, image_tolerance, one_thread, pipeline_kwargs, test_device, tiny_mu_dir  # noqa: F401
 
 from jsbench.backbones import load_backbone
-from jsbench.evaluate import ScheduleSource
-from jsbench.export import export_schedules, export_text
+from jsbench.evaluation.evaluate import ScheduleSource
+from jsbench.evaluation.export import export_schedules, export_text
 from jsbench.schedule import sigmas_from_increments
 
 STEPS = 4
@@ -79,7 +79,7 @@ def test_export_cli_json_on_the_embedded_world(cli):
     assert code == 0, err
     data = json.loads(out)
     assert len(data["sigmas"]) == 6 * 2 and all(len(row) == 4 and row[0] == 1.0 and row[-1] == 0.0 for row in data["sigmas"])
-    from jsbench.evaluate import noise_seed
+    from jsbench.evaluation.evaluate import noise_seed
 
     assert data["images"][:2] == [0, 1] and data["pipeline"] is None
     assert data["seeds"][:2] == [noise_seed(data["prompts"][0], 0), noise_seed(data["prompts"][0], 1)]

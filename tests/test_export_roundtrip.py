@@ -41,7 +41,7 @@ def test_an_export_read_back_scores_as_its_source(cli, tmp_path, spec, form):
 
 def test_a_per_image_export_gives_each_image_its_own_row_and_refuses_one_it_lacks(cli, tmp_path):
     from jsbench.backbones import load_backbone
-    from jsbench.evaluate import noise_seed, resolve_schedule
+    from jsbench.evaluation.evaluate import noise_seed, resolve_schedule
     from jsbench.zoo import ZooError
 
     path = _export(cli, tmp_path, f"policy:{POLICY}")

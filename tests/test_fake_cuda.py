@@ -92,7 +92,7 @@ def test_fake_cuda_refuses_a_cpu_cuda_mix():
 @pytest.mark.parametrize("kind", TINY_KINDS)
 def test_family_on_fake_cuda(kind, folders):
     """encode -> default sigmas -> per-row sampling -> decode, a policy draw and a training loss, on `cuda`."""
-    from jsbench.train import TrainConfig, Trainer
+    from jsbench.train.reinforce import TrainConfig, Trainer
 
     with FakeCuda() as mode:
         bb = _load(kind, folders, mode)
@@ -135,8 +135,8 @@ def _sources(folders, tmp_path):
 
 
 def test_every_schedule_source_on_fake_cuda(folders, tmp_path):
-    from jsbench.evaluate import policy_source, resolve_schedule, sample_source
-    from jsbench.policy import make_policy
+    from jsbench.evaluation.evaluate import policy_source, resolve_schedule, sample_source
+    from jsbench.policy.schedule_policy import make_policy
     from jsbench.zoo.oss import oss_image_source, oss_mean_search, oss_paths
     from jsbench.zoo.searched import search_global_schedule
 

@@ -4,7 +4,7 @@ no version in the PNG, and a figure with the same pixels as the file already the
 import matplotlib
 from PIL import Image
 
-from jsbench.plots import plot_training_curves
+from jsbench.report.plots import plot_training_curves
 
 LOGS = {"js": [{"iteration": i, "reward": 0.5 + 0.01 * i, "shrinkage": 0.3} for i in range(30)],
         "rloo": [{"iteration": i, "reward": 0.5 + 0.01 * i, "shrinkage": None} for i in range(30)]}  # overlapping
@@ -33,7 +33,7 @@ def test_a_figure_with_the_same_pixels_is_not_rewritten(tmp_path):
 def test_a_few_pixels_one_level_off_are_the_same_figure_more_are_not():
     import numpy as np
 
-    from jsbench.plots import same_figure
+    from jsbench.report.plots import same_figure
 
     a = np.full((100, 100, 4), 200, dtype=np.uint8)
     b = a.copy()
@@ -51,7 +51,7 @@ def test_a_few_pixels_one_level_off_are_the_same_figure_more_are_not():
 def test_every_budgets_image_grid_keeps_the_ceiling_row():
     from types import SimpleNamespace as Source
 
-    from jsbench.compare import with_ceiling
+    from jsbench.report.compare import with_ceiling
 
     default3, ceiling, default5 = Source(spec="default"), Source(spec="ceiling"), Source(spec="default")
     got = with_ceiling({3: [default3, ceiling], 5: [default5]})

@@ -327,8 +327,8 @@ def test_colour_classifier_uses_masks_and_runs_clip_in_fp32(monkeypatch):
 
 
 def _records(tmp_path, suite, method="default", value=0.5):
-    from jsbench.evaluate import EvalRun
-    from jsbench.results import make_records
+    from jsbench.evaluation.evaluate import EvalRun
+    from jsbench.evaluation.results import make_records
 
     items = suite.items("test")[:6]
     run = EvalRun(items=items, seeds=[0, 1], scores=[{"correct": value} for _ in items for _ in range(2)])
@@ -338,7 +338,7 @@ def _records(tmp_path, suite, method="default", value=0.5):
 
 
 def test_records_carry_provenance_and_old_records_still_load(tmp_path, monkeypatch):
-    from jsbench.results import append_records, read_records
+    from jsbench.evaluation.results import append_records, read_records
 
     official = load_suite("geneval", REAL, detector="owl")
     recs = _records(tmp_path, official)
@@ -347,7 +347,7 @@ def test_records_carry_provenance_and_old_records_still_load(tmp_path, monkeypat
     from jsbench.scoring.geneval_prompts import make_geneval_prompts, prompt_set_hash
 
     assert prov["prompt_set"] == prompt_set_hash(make_geneval_prompts()[:6]) and prov["ocr_engine"] is None
-    from jsbench.results import prompt_set_hash as items_hash
+    from jsbench.evaluation.results import prompt_set_hash as items_hash
 
     assert items_hash(official.items("test")) == OFFICIAL_SHA256  # the whole official set hashes like the file
     path = tmp_path / "records.jsonl"
@@ -372,7 +372,7 @@ def test_records_carry_provenance_and_old_records_still_load(tmp_path, monkeypat
 
 
 def test_leaderboard_rows_are_keyed_by_provenance_and_say_when_the_detector_is_not_official(tmp_path):
-    from jsbench.leaderboard import build_tables, merge_tables, render_csv, render_markdown, tables_from_csv
+    from jsbench.report.leaderboard import build_tables, merge_tables, render_csv, render_markdown, tables_from_csv
 
     owl = _records(tmp_path, load_suite("geneval", REAL, detector="owl"), value=0.25)
     m2f = _records(tmp_path, load_suite("geneval", REAL, detector="mask2former"), value=0.75)

@@ -39,7 +39,7 @@ def test_gpu_day_one_cpu_dry_run_writes_every_family_and_plan_reads_a_device_run
         assert fam["offload"] and all(v["ok"] for v in fam["offload"].values())
     assert data["cli"]["ok"] and data["cli"]["train"]["updates"] == 2 and data["cli"]["eval"]["exit"] == 0
     # a dry run is never a measurement; the same JSON from an H200 is, for every family, per image
-    from jsbench.plan import full_size_costs, throughput
+    from jsbench.report.plan import full_size_costs, throughput
 
     costs = full_size_costs()
     assert throughput("h200", "sdxl", costs["sdxl"]["step_flops"], out)[1].startswith("assumed")

@@ -39,7 +39,7 @@ def test_gpu_smoke_imports_without_scipy_or_extras():
         smoke = runpy.run_path("scripts/gpu_smoke.py", run_name="gpu_smoke")  # every module-level import
         assert smoke["missing_packages"]() == [], smoke["missing_packages"]()
         # what the stages import lazily, and the tiny families they build
-        import jsbench.evaluate, jsbench.train, jsbench.policy  # noqa: E401,F401
+        import jsbench.evaluation.evaluate, jsbench.train.reinforce, jsbench.policy.schedule_policy  # noqa: E401,F401
         from diffusers import AutoencoderKL  # noqa: F401
         from jsbench.backbones import backbone_class
         from jsbench.backbones.tiny import TINY_KINDS, build_tiny_pipeline

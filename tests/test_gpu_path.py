@@ -136,9 +136,9 @@ def _record_log_prob(policy) -> list[torch.Tensor]:
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["flux-dev", "sd35", "sdxl"])
 def test_bf16_training_update_and_policy_eval_at_28_steps(kind, tmp_path, cli):
-    from jsbench.evaluate import resolve_schedule
+    from jsbench.evaluation.evaluate import resolve_schedule
     from jsbench.suites import load_suite
-    from jsbench.train import TrainConfig, Trainer
+    from jsbench.train.reinforce import TrainConfig, Trainer
 
     _ocr_or_skip()
     model = str(tiny_mu_dir(kind))
@@ -184,7 +184,7 @@ def test_bf16_training_update_and_policy_eval_at_28_steps(kind, tmp_path, cli):
 def test_bf16_rounding_is_what_merged_the_steps():
     """Why schedules must stay float32: at N = 28 and mu = 1.15, the policy's draws (B = 16, K = 4, as in a
     default update) lose steps when rounded to bf16, and the surviving sigmas move by more than 1e-3."""
-    from jsbench.policy import make_policy
+    from jsbench.policy.schedule_policy import make_policy
     from jsbench.schedule import ScheduleError
 
     bb = load_backbone("flux-dev", model=str(tiny_mu_dir("flux-dev")), device="cpu", dtype="bf16")
@@ -210,10 +210,10 @@ def fp32_flux():
 
 
 def test_train_resume_and_eval_with_the_backbone_off_the_default_device(fp32_flux, tmp_path, monkeypatch):
-    import jsbench.train as train_mod
-    from jsbench.evaluate import evaluate, resolve_schedule
+    import jsbench.train.reinforce as train_mod
+    from jsbench.evaluation.evaluate import evaluate, resolve_schedule
     from jsbench.suites import load_suite
-    from jsbench.train import TrainConfig, Trainer
+    from jsbench.train.reinforce import TrainConfig, Trainer
 
     reward = _ocr_or_skip()
     monkeypatch.setattr(train_mod, "load_reward", lambda name, backbone=None: CpuDefault(reward))
@@ -252,7 +252,7 @@ def test_train_resume_and_eval_with_the_backbone_off_the_default_device(fp32_flu
 
 def test_meta_stand_in_reproduces_the_old_failure(fp32_flux):
     """The stand-in catches the defect it is for: a policy built on the default device meets the backbone's noise."""
-    from jsbench.policy import build_policy, make_policy
+    from jsbench.policy.schedule_policy import build_policy, make_policy
 
     policy = make_policy(fp32_flux, 3)
     with torch.device("meta"):

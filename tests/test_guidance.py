@@ -111,7 +111,7 @@ def test_guidance_on_the_command_line(folders, tmp_path, cli):
 
 
 def test_train_manifest_records_the_guidance(folders, tmp_path):
-    from jsbench.train import TrainConfig, Trainer
+    from jsbench.train.reinforce import TrainConfig, Trainer
 
     _register()
     config = TrainConfig(backbone="flux-dev", model=str(folders["flux-dev"]), steps=2, suite="guidance-contrast",

@@ -48,7 +48,7 @@ def test_the_check_table_keeps_every_column_at_80_columns():
 
     from rich.console import Console
 
-    from jsbench.tables import CHECK_COLUMNS, check_table
+    from jsbench.commands.tables import CHECK_COLUMNS, check_table
 
     rows = [Row(verdict=v, changed=True, steps=n, method=m, task=t, committed=0.8123, fresh=0.7012, delta=-0.1111,
                 delta_stderr=0.0234, paired=paired, allowed_drop=0.0468, images_up=12, images_down=140, n_images=1152)

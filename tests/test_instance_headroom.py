@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from jsbench.instance_headroom import HeadroomError, headroom_sections, instance_headroom
+from jsbench.analysis.instance_headroom import HeadroomError, headroom_sections, instance_headroom
 
 
 def _entry(method, scores, steps=3, seeds=(0, 1)):
@@ -90,7 +90,7 @@ def test_a_floored_gain_is_t_distributed_at_the_leaderboards_df(tmp_path):
 
 
 def test_leaderboard_gain_se_reads_the_overall_row(tmp_path):
-    from jsbench.instance_headroom import leaderboard_gain, leaderboard_gain_se
+    from jsbench.analysis.instance_headroom import leaderboard_gain, leaderboard_gain_se
 
     csv = tmp_path / "geneval.csv"
     csv.write_text("backbone,model_id,steps,method,task,value,delta_global_stderr\n"

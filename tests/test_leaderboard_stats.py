@@ -8,9 +8,9 @@ import random
 
 import pytest
 
-from jsbench.evaluate import EvalRun
-from jsbench.leaderboard import add_reference_deltas, build_tables, render_csv, render_markdown, tables_from_csv
-from jsbench.results import make_records
+from jsbench.evaluation.evaluate import EvalRun
+from jsbench.report.leaderboard import add_reference_deltas, build_tables, render_csv, render_markdown, tables_from_csv
+from jsbench.evaluation.results import make_records
 from jsbench.suites.base import EvalItem, Suite, aggregate_by_task
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import csv
 from types import SimpleNamespace
 
-from jsbench.metric_tables import metric_rows, metrics_csv_path, write_metric_tables
-from jsbench.results import Record
+from jsbench.report.metric_tables import metric_rows, metrics_csv_path, write_metric_tables
+from jsbench.evaluation.results import Record
 
 
 def _record(method, steps, budget, task, metric, value):

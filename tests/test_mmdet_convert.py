@@ -193,7 +193,7 @@ def test_the_folder_holds_safetensors_and_the_source_hash(converted):
 def test_the_spec_and_the_leaderboard_say_whose_weights(converted, monkeypatch):
     from types import SimpleNamespace
 
-    from jsbench.leaderboard import provenance_text, unofficial_detectors
+    from jsbench.report.leaderboard import provenance_text, unofficial_detectors
     from jsbench.rewards.detectors import default_detector_id, detector_id, detector_weights
 
     ident = detector_id(f"geneval-official:{converted}")

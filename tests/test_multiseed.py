@@ -11,12 +11,12 @@ import pytest
 import torch
 
 from jsbench.backbones import load_backbone
-from jsbench.compare import run_compare, shipped_policies
-from jsbench.compare_request import CompareRequest, compare_command, read_recipe
-from jsbench.evaluate import NOISE_SEED_RANGE, encode_rows, evaluate, noise_seed, resolve_schedule
-from jsbench.results import paired_metrics, run_metrics
+from jsbench.report.compare import run_compare, shipped_policies
+from jsbench.report.compare_request import CompareRequest, compare_command, read_recipe
+from jsbench.evaluation.evaluate import NOISE_SEED_RANGE, encode_rows, evaluate, noise_seed, resolve_schedule
+from jsbench.evaluation.results import paired_metrics, run_metrics
 from jsbench.suites import load_suite
-from jsbench.train import TrainConfig, Trainer
+from jsbench.train.reinforce import TrainConfig, Trainer
 
 
 def test_noise_seed_is_per_prompt_and_image_and_never_a_training_seed():
@@ -39,8 +39,8 @@ def _train_row(root, seeds, rises):
     """A learned global row of three training seeds, trained for two updates each, in the multi-seed layout;
     each run's held-out curve is then replaced by a 21-point one still rising by `rises[s]` per quarter of
     training (seed 1's with ±0.06 wander on top, too noisy to judge it rising alone), and its manifest
-    re-stamped from it (jsbench.convergence.restamp)."""
-    from jsbench.convergence import restamp
+    re-stamped from it (jsbench.policy.convergence.restamp)."""
+    from jsbench.policy.convergence import restamp
 
     for seed, rise in zip(seeds, rises):
         cfg = TrainConfig(steps=3, iters=2, contexts=4, samples=2, baseline="rloo", policy="global", lr=0.3, checkpoint_every=2, seed=seed)
@@ -96,7 +96,7 @@ def test_multi_seed_row_is_the_mean_over_seeds_with_a_two_level_se(row, tmp_path
         t_interval(learned["delta"], learned["delta_stderr"], learned["delta_df"]), abs=1e-6)
     assert overall["default"]["df"] and not overall["default"]["delta_df"]  # every row's value has its df; default has no Δ
     # a kept section (read back from the CSV) keeps its training seeds, convergence and seed base
-    from jsbench.leaderboard import read_committed, render_csv, render_markdown, tables_from_csv
+    from jsbench.report.leaderboard import read_committed, render_csv, render_markdown, tables_from_csv
 
     text = (tmp_path / "lb" / "geneval.csv").read_text()
     assert render_csv(tables_from_csv(read_committed(tmp_path / "lb" / "geneval.csv"))) == text
@@ -110,7 +110,7 @@ def test_multi_seed_row_is_the_mean_over_seeds_with_a_two_level_se(row, tmp_path
     check = run_compare(_request(row, tmp_path, seed_base=7, check=True), bb, suite, log=lambda m: None)
     assert check.check.exit_code == 0 and all(r.delta == 0 for r in check.check.rows if r.method == "global")
     # a leaderboard committed before the df and interval columns is still read and checked
-    from jsbench.leaderboard import CI_FIELDS
+    from jsbench.report.leaderboard import CI_FIELDS
 
     with open(tmp_path / "lb" / "geneval.csv", newline="") as f:
         old_rows = list(csv.DictReader(f))
@@ -126,7 +126,7 @@ def test_multi_seed_row_is_the_mean_over_seeds_with_a_two_level_se(row, tmp_path
     kept = tables_from_csv(read_committed(tmp_path / "lb" / "geneval.csv"))
     assert "[lo, hi]" not in render_markdown(kept, "geneval", "correct", "jsbench compare")  # no df: no interval claimed
     # another seed base is other images: the check refuses to pair them
-    from jsbench.regression_check import CheckError
+    from jsbench.report.regression_check import CheckError
 
     with pytest.raises(CheckError, match="seeds"):
         run_compare(_request(row, tmp_path, seed_base=0, check=True), bb, suite, log=lambda m: None)

@@ -187,7 +187,7 @@ def test_the_cli_refuses_ocr_protocol_off_the_ocr_suite_before_loading(cli, comm
 
 
 def test_compare_names_the_protocol_in_its_command_and_recipe():
-    from jsbench.compare_request import CompareRequest, compare_command, recipe_request
+    from jsbench.report.compare_request import CompareRequest, compare_command, recipe_request
 
     assert compare_command(CompareRequest(suite="ocr", steps=(3,), ocr_protocol="mario")).endswith("--ocr-protocol mario")
     assert "--ocr-protocol" not in compare_command(CompareRequest(suite="ocr", steps=(3,)))
@@ -203,7 +203,7 @@ def test_check_never_pairs_two_protocols():
     with it (its rows are missing, the protocol named), a `words` run is."""
     from test_report import BASE, KEY, TwoTasks, _committed, _run
 
-    from jsbench.regression_check import check_against_committed
+    from jsbench.report.regression_check import check_against_committed
 
     class OcrLike(TwoTasks):
         unrecorded_provenance = {"protocol": "words"}
@@ -216,8 +216,8 @@ def test_check_never_pairs_two_protocols():
 
 
 def test_a_section_of_another_protocol_is_kept_beside_the_fresh_one():
-    from jsbench.leaderboard import Table, merge_tables
-    from jsbench.metric_tables import merge_metric_rows, render_metric_tables
+    from jsbench.report.leaderboard import Table, merge_tables
+    from jsbench.report.metric_tables import merge_metric_rows, render_metric_tables
 
     old = Table("analytic", "m", 3, ["a"], [], "", {"ocr_engine": "rapidocr"})
     mario_section = Table("analytic", "m", 3, ["a"], [], "", {"ocr_engine": "rapidocr", "protocol": "mario"})

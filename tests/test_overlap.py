@@ -1,6 +1,6 @@
 """The split overlap: held-out prompts a training prompt asks the same of, and its effect on a Δ."""
 
-from jsbench.overlap import equivalent_pairs, overlap_effect, requirement
+from jsbench.analysis.overlap import equivalent_pairs, overlap_effect, requirement
 
 
 def test_equivalent_wordings_have_one_requirement():

@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from jsbench.backbones import load_backbone
-from jsbench.policy import load_policy, make_policy
-from jsbench.train import TrainConfig, Trainer
-from jsbench.train_peers import indis_loss, teacher_endpoints
+from jsbench.policy.schedule_policy import load_policy, make_policy
+from jsbench.train.reinforce import TrainConfig, Trainer
+from jsbench.train.peers import indis_loss, teacher_endpoints
 
 
 
@@ -149,7 +149,7 @@ def test_refused_on_a_backbone_without_a_flow_velocity():
 
     from jsbench.backbones.sdxl import SDXLBackbone
     from jsbench.distributed import DistContext
-    from jsbench.train_peers import PeerRunError, check_peer_run
+    from jsbench.train.peers import PeerRunError, check_peer_run
 
     sdxl = SimpleNamespace(name="sdxl", velocity=SDXLBackbone.velocity, clock_kind=SDXLBackbone.clock_kind)
     for kind in ("tpdm", "indis"):

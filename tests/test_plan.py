@@ -7,10 +7,10 @@ import json
 import pytest
 
 from jsbench import JsbenchError
-from jsbench.plan import (GPU_PEAK_TFLOPS, RECIPES, SUSTAINED_SHARE, apply_recipe, full_size_costs, plan_compare, plan_eval,
+from jsbench.report.plan import (GPU_PEAK_TFLOPS, RECIPES, SUSTAINED_SHARE, apply_recipe, full_size_costs, plan_compare, plan_eval,
                           plan_train, throughput)
-from jsbench.protocol import default_seeds, default_zoo, first_per_task
-from jsbench.train_config import TrainConfig
+from jsbench.evaluation.protocol import default_seeds, default_zoo, first_per_task
+from jsbench.train.config import TrainConfig
 
 
 def test_flux_dev_geneval_default_compare_plans_2212_images_a_row_and_under_8_h100_hours(cli):
@@ -128,7 +128,7 @@ def test_a_measured_guidance_step_counts_images_not_network_rows(tmp_path):
 def test_sd35_medium_is_costed_and_measured_as_sd35(tmp_path, monkeypatch):
     """sd35-medium inherits sd35's published size: the FLOP count of sd35's entry, and a device run's measurement
     recorded under either name."""
-    import jsbench.plan
+    import jsbench.report.plan
 
     costs = full_size_costs()
     assert costs["sd35-medium"] is costs["sd35"] and "scenes-dit" not in costs and "analytic" not in costs
@@ -136,9 +136,9 @@ def test_sd35_medium_is_costed_and_measured_as_sd35(tmp_path, monkeypatch):
     assert medium.gpu_hours == pytest.approx(sd35.gpu_hours)
     run = tmp_path / "gpu_day_one.json"
     run.write_text(json.dumps({"device": "NVIDIA H200", "families": {"sd35-medium": {"steps": {"batch1": {"images": 1, "seconds_per_step": 0.5}}}}}))
-    monkeypatch.setattr(jsbench.plan, "MEASUREMENTS", (run,))
+    monkeypatch.setattr(jsbench.report.plan, "MEASUREMENTS", (run,))
     for name in ("sd35", "sd35-medium"):
-        tflops, source = throughput("h200", name, costs[name]["step_flops"], jsbench.plan.MEASUREMENTS)
+        tflops, source = throughput("h200", name, costs[name]["step_flops"], jsbench.report.plan.MEASUREMENTS)
         assert tflops == pytest.approx(costs["sd35"]["step_flops"] / 0.5 / 1e12) and "gpu_day_one.json" in source
     assert throughput("h200", "sd35-large", costs["sd35-large"]["step_flops"], run)[1].startswith("assumed")
 
@@ -192,9 +192,9 @@ def test_bad_counts_are_refused_in_one_line(cli, args, fragment):
 def test_the_manifest_records_the_recipe(cli, monkeypatch, tmp_path):
     """A recipe's settings reach the trained policy's manifest, with the recipe's name (a test recipe for the
     embedded world: the paper's needs HPSv2 and HPDv2's prompts)."""
-    import jsbench.plan
+    import jsbench.report.plan
 
-    monkeypatch.setitem(jsbench.plan.RECIPES, "tiny", {
+    monkeypatch.setitem(jsbench.report.plan.RECIPES, "tiny", {
         "samples": 2, "weight_decay": 1e-4, "grad_clip": 0.5, "reward": "geneval", "suite": "geneval",
         "contexts": {"analytic": 4}, "budgets": (3,)})
     code, out, err = cli("train", "--recipe", "tiny", "--steps", "3", "--iters", "2", "--out", tmp_path / "run", "--no-progress")

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jsbench.backbones import load_backbone
-from jsbench.policy import LOG_ALPHA_MAX, LOG_ALPHA_MIN, PolicyError, load_policy, make_policy
+from jsbench.policy.schedule_policy import LOG_ALPHA_MAX, LOG_ALPHA_MIN, PolicyError, load_policy, make_policy
 from jsbench.schedule import check_sigmas
 
 

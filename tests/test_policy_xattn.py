@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from jsbench.backbones import load_backbone
-from jsbench.policy import (
+from jsbench.policy.schedule_policy import (
     CrossAttentionSchedulePolicy,
     DirichletSchedulePolicy,
     PolicyError,
@@ -34,7 +34,7 @@ def _scramble_head(policy, seed: int = 0):
 
 @pytest.mark.parametrize("name", ["flux-dev", "sd35-large", "sdxl"])
 def test_full_size_policy_is_20m_parameters_reads_tokens_and_costs_under_1_percent(name):
-    from jsbench.policy_size import policy_size
+    from jsbench.policy.size import policy_size
 
     row = policy_size(name)
     assert row["arch"] == "xattn"
@@ -105,7 +105,7 @@ def test_output_follows_the_prompt_tokens_with_the_pooled_vector_fixed(kind):
 
 
 def test_gradients_reach_the_cross_attention(tmp_path):
-    from jsbench.train import TrainConfig, Trainer
+    from jsbench.train.reinforce import TrainConfig, Trainer
 
     config = TrainConfig(backbone="detail", steps=3, iters=4, contexts=16, samples=4, seed=0, policy_arch="xattn")
     trainer = Trainer(config, tmp_path / "pol")
@@ -122,8 +122,8 @@ def test_gradients_reach_the_cross_attention(tmp_path):
 
 
 def test_train_builds_xattn_on_real_backbones_and_small_on_the_embedded_worlds(tmp_path, monkeypatch):
-    import jsbench.train as train_mod
-    from jsbench.train import TrainConfig, Trainer
+    import jsbench.train.reinforce as train_mod
+    from jsbench.train.reinforce import TrainConfig, Trainer
 
     monkeypatch.setattr(train_mod, "load_reward", lambda name, backbone=None: (lambda images, prompts: images.mean((1, 2, 3))))
     for kind in REAL:
@@ -202,7 +202,7 @@ def test_bf16_backbone_float32_policy(tmp_path):
 def test_policy_built_on_the_backbone_device_under_a_meta_default():
     """As test_gpu_path's stand-in: with meta as torch's default device, the xattn policy and its forward
     still live on the backbone's device (no tensor created without `device=`)."""
-    from jsbench.policy import build_policy_on
+    from jsbench.policy.schedule_policy import build_policy_on
 
     bb = tiny_backbone("sd35")
     x, cond = bb.initial_noise([0, 1]), bb.encode(PROMPTS[:2])  # the backbone's own calls run with the CPU default
@@ -222,7 +222,7 @@ def test_flux_patch_tokens_are_read_on_their_2d_grid():
     from diffusers import FluxPipeline
 
     from jsbench import JsbenchError
-    from jsbench.policy_xattn import NoiseEncoder, patch_grid, unpack_patch_tokens
+    from jsbench.policy.xattn import NoiseEncoder, patch_grid, unpack_patch_tokens
 
     x = torch.randn(2, 16, 8, 8)
     packed = FluxPipeline._pack_latents(x, 2, 16, 8, 8)

@@ -5,7 +5,7 @@ import math
 import pytest
 from scipy.stats import t
 
-from jsbench.power import seeds_to_resolve
+from jsbench.report.power import seeds_to_resolve
 from jsbench.stats import satterthwaite_df
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from jsbench.readme_tables import WORLDS, block_names, block_problems, fill_blocks, fill_pages, readme_tables, table_pages, baselines_list, verdict, weights_table
+from jsbench.report.readme_tables import WORLDS, block_names, block_problems, fill_blocks, fill_pages, readme_tables, table_pages, baselines_list, verdict, weights_table
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from jsbench.backbones import load_backbone
-from jsbench.compare import run_compare
-from jsbench.compare_request import CompareRequest
-from jsbench.evaluate import noise_seed, resolve_schedule
-from jsbench.protocol import first_per_task
-from jsbench.runs import run_eval
+from jsbench.report.compare import run_compare
+from jsbench.report.compare_request import CompareRequest
+from jsbench.evaluation.evaluate import noise_seed, resolve_schedule
+from jsbench.evaluation.protocol import first_per_task
+from jsbench.evaluation.runs import run_eval
 from jsbench.suites import load_suite
 
 SEEDS = 2

@@ -12,9 +12,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from jsbench.evaluate import evaluate, resolve_schedule
+from jsbench.evaluation.evaluate import evaluate, resolve_schedule
 from jsbench.io import append_lines
-from jsbench.results import read_records
+from jsbench.evaluation.results import read_records
 
 TRAIN = ["--steps", "3", "--iters", "8", "-B", "4", "-K", "2", "--seed", "5", "--checkpoint-every", "1", "--no-progress"]
 

@@ -129,7 +129,7 @@ def test_an_edited_rule_is_rescored_on_resume_not_reused(tmp_path, monkeypatch):
     each finished score by its item's rules, so only the edited prompt's images are redone."""
     from jsbench.backbones import load_backbone
     from jsbench.backbones.analytic import AnalyticBackbone
-    from jsbench.evaluate import evaluate, resolve_schedule
+    from jsbench.evaluation.evaluate import evaluate, resolve_schedule
     from jsbench.suites import load_suite
 
     bb = load_backbone("analytic")
@@ -198,7 +198,7 @@ def test_sigkilled_eval_resumes_without_redoing_finished_items(cli, tmp_path, mo
     """`jsbench eval` as a child process, SIGKILLed after some batches are scored; the same command
     again scores only what is missing and ends with the records (and per-image scores) of one
     uninterrupted run."""
-    import jsbench.runs
+    import jsbench.evaluation.runs
     from jsbench.backbones.analytic import AnalyticBackbone
 
     seeds, batch = 16, 4
@@ -227,9 +227,9 @@ def test_sigkilled_eval_resumes_without_redoing_finished_items(cli, tmp_path, mo
     assert kill_after <= len(finished) < n_items and not killed.exists(), kill_after  # killed part-way, nothing appended
 
     sampled, runs = [], []
-    real_sample, real_eval = AnalyticBackbone.sample, jsbench.runs.evaluate_sharded
+    real_sample, real_eval = AnalyticBackbone.sample, jsbench.evaluation.runs.evaluate_sharded
     monkeypatch.setattr(AnalyticBackbone, "sample", lambda self, x, c, s: sampled.append(x.shape[0]) or real_sample(self, x, c, s))
-    monkeypatch.setattr(jsbench.runs, "evaluate_sharded", lambda *a, **k: runs.append(real_eval(*a, **k)) or runs[-1])
+    monkeypatch.setattr(jsbench.evaluation.runs, "evaluate_sharded", lambda *a, **k: runs.append(real_eval(*a, **k)) or runs[-1])
     code, _, err = cli(*args, "--out", killed)
     assert code == 0, err
     assert sum(sampled) == n_items - len(finished)  # finished (prompt, seed) items were not redone

@@ -13,11 +13,11 @@ import pytest
 import torch
 
 from jsbench.backbones import load_backbone
-from jsbench.evaluate import EvalRun
-from jsbench.leaderboard import CSV_FIELDS, provenance_key
-from jsbench.policy import make_policy
-from jsbench.regression_check import CheckError, check_against_committed, read_scores, row_key, scores_entry
-from jsbench.regression_reports import render_json, render_junit, render_markdown, report_format
+from jsbench.evaluation.evaluate import EvalRun
+from jsbench.report.leaderboard import CSV_FIELDS, provenance_key
+from jsbench.policy.schedule_policy import make_policy
+from jsbench.report.regression_check import CheckError, check_against_committed, read_scores, row_key, scores_entry
+from jsbench.report.regression_reports import render_json, render_junit, render_markdown, report_format
 from jsbench.stats import cluster_mean
 from jsbench.suites.base import EvalItem, Suite, aggregate_by_task
 
@@ -174,8 +174,8 @@ def test_provenance_picks_the_section_and_another_one_is_missing():
 
 
 def test_scores_file_keeps_rows_that_still_match_and_drops_stale_ones(tmp_path):
-    from jsbench.leaderboard import Table
-    from jsbench.regression_check import write_scores
+    from jsbench.report.leaderboard import Table
+    from jsbench.report.regression_check import write_scores
 
     path = tmp_path / "toy.scores.jsonl"
     run = _run(BASE)
@@ -330,7 +330,7 @@ def test_scores_drawn_with_shared_seeds_are_refused():
 def test_a_committed_value_on_a_rounding_boundary_is_reproduced():
     """The check recomputes a committed value from the per-image scores; summed in another order it can land
     just past a rounding boundary (seen in CI on the OCR rloo row) and is still the CSV's value."""
-    from jsbench.regression_check import reproduces_csv_value
+    from jsbench.report.regression_check import reproduces_csv_value
 
     assert reproduces_csv_value(0.7578125000000016, 0.757812) and reproduces_csv_value(0.7578124999999984, 0.757813)
     assert reproduces_csv_value(0.5, 0.5) and reproduces_csv_value(None, None) and reproduces_csv_value(float("nan"), None)

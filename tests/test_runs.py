@@ -6,9 +6,9 @@ from types import SimpleNamespace
 import pytest
 
 from jsbench.backbones import load_backbone
-from jsbench.evaluate import evaluate, resolve_schedule
-from jsbench.results import make_records, read_records
-from jsbench.runs import run_eval
+from jsbench.evaluation.evaluate import evaluate, resolve_schedule
+from jsbench.evaluation.results import make_records, read_records
+from jsbench.evaluation.runs import run_eval
 from jsbench.suites import load_suite
 
 VOLATILE = ("created", "git_commit")

@@ -69,7 +69,7 @@ def test_served_by_the_sd35_adapter_through_the_protocol():
     assert type(bb)._velocity is SD35Backbone._velocity and type(bb).sample_latents is SD35Backbone.sample_latents
     assert (bb.height, bb.width) == (48, 48) and bb.guidance_scale > 1
     assert bb.model_id == "jsbench/scenes-dit"  # records name the weights, not this machine's folder
-    from jsbench.evaluate import resolve_schedule
+    from jsbench.evaluation.evaluate import resolve_schedule
 
     assert resolve_schedule("ceiling", bb, 3).steps == bb.ceiling_steps == 50
     x = bb.initial_noise(SEEDS)
@@ -186,7 +186,7 @@ def test_step_curve_script_writes_its_table(tmp_path):
 
 def test_leaderboard_page_links_every_backbones_figures(tmp_path):
     """A compare on one backbone rewrites geneval.md, whose tables cover every backbone: so must its figures."""
-    from jsbench.compare import figure_links
+    from jsbench.report.compare import figure_links
 
     figs = tmp_path / "figures"
     figs.mkdir()

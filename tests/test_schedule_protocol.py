@@ -44,9 +44,9 @@ def test_every_registered_builder_is_declared_and_the_lists_come_from_the_declar
 
 def test_the_rows_a_plan_leaves_out_are_the_ones_the_kinds_declare():
     """--plan's skips, once `kind == "ays" and cls.ays_schedule is None` and `kind.startswith("oss") and real and
-    cls.clock_kind != "flow"` in plan.py, are each kind's declared `applies`: the same rows on every backbone."""
+    cls.clock_kind != "flow"` in report/plan.py, are each kind's declared `applies`: the same rows on every backbone."""
     from jsbench.backbones import available_backbones, backbone_class
-    from jsbench.protocol import is_real
+    from jsbench.evaluation.protocol import is_real
 
     for name in available_backbones():
         cls = backbone_class(name)
@@ -59,7 +59,7 @@ def test_the_rows_a_plan_leaves_out_are_the_ones_the_kinds_declare():
 
 def test_the_hand_made_sources_give_the_sigmas_they_always_gave():
     from jsbench.backbones import load_backbone
-    from jsbench.evaluate import resolve_schedule
+    from jsbench.evaluation.evaluate import resolve_schedule
     from jsbench.schedule import shifted_sigmas, uniform_sigmas
 
     bb = load_backbone("analytic", device="cpu")

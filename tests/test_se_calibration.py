@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from jsbench.evaluate import EvalRun
+from jsbench.evaluation.evaluate import EvalRun
 from jsbench import JsbenchError
-from jsbench.se_calibration import seed_term_summary, summarise_differences
+from jsbench.analysis.se_calibration import seed_term_summary, summarise_differences
 from jsbench.suites.base import EvalItem, aggregate_by_task
 
 
@@ -106,7 +106,7 @@ def test_every_pair_of_rows_by_default():
 @pytest.mark.slow  # evaluates the analytic world twice
 def test_script_writes_the_calibration_json(tmp_path):
     from jsbench.backbones import load_backbone
-    from jsbench.policy import make_policy
+    from jsbench.policy.schedule_policy import make_policy
 
     policy = make_policy(load_backbone("analytic"), 3, "global")
     with torch.no_grad():
@@ -129,7 +129,7 @@ def test_script_writes_the_calibration_json(tmp_path):
 
 @pytest.mark.slow  # trains 2 x 4 tiny runs on the analytic world
 def test_script_trains_the_missing_seeds_alike_and_writes_the_seed_term(tmp_path):
-    from jsbench.train import TrainConfig, Trainer
+    from jsbench.train.reinforce import TrainConfig, Trainer
 
     for row, kind in (("rloo-n3", "instance"), ("global-n3", "global")):
         t = Trainer(TrainConfig(steps=3, iters=2, contexts=4, samples=2, baseline="rloo", policy=kind, heldout_prompts=0),

@@ -4,9 +4,9 @@ import json
 import shlex
 from pathlib import Path
 
-from jsbench.leaderboard import SHARED_NOISE_LEGEND, Table, method_cell, read_committed, render_csv, table_legend, tables_from_csv
-from jsbench.results import seeds_share_noise
-from jsbench.train import TRAIN_SEED_BASE, TrainConfig, Trainer
+from jsbench.report.leaderboard import SHARED_NOISE_LEGEND, Table, method_cell, read_committed, render_csv, table_legend, tables_from_csv
+from jsbench.evaluation.results import seeds_share_noise
+from jsbench.train.reinforce import TRAIN_SEED_BASE, TrainConfig, Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 

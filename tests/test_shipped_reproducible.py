@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from jsbench.convergence import HELDOUT_FILE, run_convergence
-from jsbench.train import read_log
-from jsbench.train_config import TrainConfig, train_command
+from jsbench.policy.convergence import HELDOUT_FILE, run_convergence
+from jsbench.train.reinforce import read_log
+from jsbench.train.config import TrainConfig, train_command
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = sorted((ROOT / "policies").glob("*/*/seed*/manifest.json"))
@@ -49,8 +49,8 @@ def test_each_run_records_its_repeating_command(path):
 
 @pytest.mark.parametrize("path", MANIFESTS, ids=lambda p: "/".join(p.parent.parts[-3:]))
 def test_convergence_follows_from_the_runs_own_log(path):
-    """The manifest's verdict is jsbench.convergence's on the run's own heldout.jsonl (re-stamp it with
-    `python -m jsbench.convergence restamp policies/` after a change of rule). A run trained before held-out
+    """The manifest's verdict is jsbench.policy.convergence's on the run's own heldout.jsonl (re-stamp it with
+    `python -m jsbench.policy.convergence restamp policies/` after a change of rule). A run trained before held-out
     curves has none: nothing to check it against, its verdict is whatever its manifest recorded then, and its
     learned row is not judged on the leaderboards."""
     m = _manifest(path)

@@ -74,7 +74,7 @@ def test_every_registered_suite_class_declares_the_protocol(name):
 
 
 def test_the_pinned_suites_are_registered_and_read_by_their_declarations():
-    from jsbench.protocol import EMBEDDED_SEEDS, default_seeds
+    from jsbench.evaluation.protocol import EMBEDDED_SEEDS, default_seeds
 
     assert set(EXPECTED) <= set(available_suites())
     assert {n: default_seeds(n, real=True) for n in EXPECTED} == {n: v[0] for n, v in EXPECTED.items()}

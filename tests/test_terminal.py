@@ -108,7 +108,7 @@ def test_no_progress_hides_the_libraries_loading_bars():
 
 def test_eval_progress_moves_per_small_batch():
     from jsbench.backbones import load_backbone
-    from jsbench.evaluate import evaluate, resolve_schedule
+    from jsbench.evaluation.evaluate import evaluate, resolve_schedule
     from jsbench.suites import load_suite
 
     bb = load_backbone("analytic")
@@ -126,9 +126,9 @@ def test_figure_labels_are_unique_and_grids_mark_pass_and_fail(tmp_path):
     from types import SimpleNamespace
 
     from jsbench.backbones import load_backbone
-    from jsbench.compare import suite_verdicts
-    from jsbench.evaluate import resolve_schedule
-    from jsbench.plots import plot_image_grid, unique_labels
+    from jsbench.report.compare import suite_verdicts
+    from jsbench.evaluation.evaluate import resolve_schedule
+    from jsbench.report.plots import plot_image_grid, unique_labels
     from jsbench.suites import load_suite
 
     src = lambda label, spec: SimpleNamespace(label=label, spec=spec)
@@ -154,7 +154,7 @@ def test_figure_labels_are_unique_and_grids_mark_pass_and_fail(tmp_path):
 def test_policies_table_folds_a_long_path_and_keeps_the_other_columns():
     from rich.console import Console
 
-    from jsbench.tables import policies_table
+    from jsbench.commands.tables import policies_table
 
     rows = [{"_short": "b/" + "x" * 60 + "/seed0", "backbone": "b", "steps": 3, "kind": "instance", "arch": "xattn",
              "baseline": "js", "reward": "geneval", "converged": False}]

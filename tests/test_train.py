@@ -3,8 +3,8 @@ import json
 import pytest
 import torch
 
-from jsbench.policy import load_policy
-from jsbench.train import TrainConfig, Trainer, read_log
+from jsbench.policy.schedule_policy import load_policy
+from jsbench.train.reinforce import TrainConfig, Trainer, read_log
 
 
 def _config(**kw):
@@ -67,8 +67,8 @@ def test_each_training_seed_draws_its_own_noise_stream(tmp_path):
     """Seeds are independent in their noise, not only in their init and contexts: no two seeds (and no two
     updates) share a noise seed, seed 0 keeps the stream every seed shared before, and every training noise
     stays below evaluation's range."""
-    from jsbench.evaluate import NOISE_SEED_RANGE
-    from jsbench.train import MAX_SEED, TRAIN_SEED_BASE
+    from jsbench.evaluation.evaluate import NOISE_SEED_RANGE
+    from jsbench.train.reinforce import MAX_SEED, TRAIN_SEED_BASE
 
     drawn = {}
     for seed in (0, 1, 2, MAX_SEED):
@@ -82,7 +82,7 @@ def test_each_training_seed_draws_its_own_noise_stream(tmp_path):
 
 @pytest.mark.parametrize("seed", [-1, 1000])
 def test_a_seed_outside_its_range_is_refused(tmp_path, seed):
-    from jsbench.train import TrainError
+    from jsbench.train.reinforce import TrainError
 
     with pytest.raises(TrainError, match="--seed must be in 0..999"):
         Trainer(_config(seed=seed), tmp_path / "run")
@@ -101,7 +101,7 @@ def test_held_out_scores_leave_training_untouched_and_resume_exactly(tmp_path):
     assert [r["iteration"] for r in curve] == [0, 4, 6]
     assert all(len(r["scores"]) == 8 and 0.0 <= r["score"] <= 1.0 for r in curve)
     # the manifest's verdict is the held-out curve's (too short here: not judged); without a curve, not judged
-    from jsbench.convergence import run_convergence
+    from jsbench.policy.convergence import run_convergence
 
     on.save_policy()
     off.save_policy()
@@ -119,8 +119,8 @@ def test_held_out_scores_leave_training_untouched_and_resume_exactly(tmp_path):
 
 
 def test_the_untrained_policys_held_out_score_is_the_default_schedules(tmp_path):
-    from jsbench.evaluate import evaluate, resolve_schedule
-    from jsbench.train import HELDOUT_IMAGE
+    from jsbench.evaluation.evaluate import evaluate, resolve_schedule
+    from jsbench.train.reinforce import HELDOUT_IMAGE
 
     t = Trainer(_config(heldout_prompts=12), tmp_path / "run")
     first = t.heldout_score()
@@ -151,7 +151,7 @@ def test_non_finite_reward_skips_the_update_and_names_the_prompt(tmp_path):
 @pytest.mark.slow
 def test_training_improves_on_the_default_schedule(tmp_path):
     """A global policy at 3 steps, trained briefly, beats the default schedule on held-out prompts."""
-    from jsbench.evaluate import evaluate, resolve_schedule
+    from jsbench.evaluation.evaluate import evaluate, resolve_schedule
     from jsbench.suites import load_suite
 
     trainer = Trainer(_config(policy="global", iters=40, contexts=16, samples=4, lr=0.05), tmp_path / "g")
@@ -189,7 +189,7 @@ def test_a_step_is_its_rollout_then_its_update(tmp_path):
 
 
 def test_policy_source_evaluates_a_policy_in_memory_like_its_saved_folder(tmp_path):
-    from jsbench.evaluate import evaluate, policy_source, resolve_schedule
+    from jsbench.evaluation.evaluate import evaluate, policy_source, resolve_schedule
     from jsbench.suites import load_suite
 
     trainer = Trainer(_config(iters=2), tmp_path / "run")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from jsbench.backbones import load_backbone
-from jsbench.policy import make_policy
+from jsbench.policy.schedule_policy import make_policy
 from jsbench.workspace import find_root, output_lock
 
 REPO = Path(__file__).resolve().parents[1]
@@ -91,7 +91,7 @@ def test_policies_list_from_another_folder_finds_the_shipped_ones(cli):
 
 
 def test_legacy_leaderboard_csv_round_trips_through_its_tables():
-    from jsbench.leaderboard import read_committed, render_csv, tables_from_csv
+    from jsbench.report.leaderboard import read_committed, render_csv, tables_from_csv
 
     committed = read_committed(REPO / "leaderboards" / "geneval.csv")
     tables = tables_from_csv(committed)
@@ -108,7 +108,7 @@ def test_compare_all_replaces_only_the_sections_it_evaluates_and_names_their_com
     import json
     import shutil
 
-    from jsbench.leaderboard import read_committed, tables_from_csv
+    from jsbench.report.leaderboard import read_committed, tables_from_csv
 
     lb = tmp_path / "lb"
     lb.mkdir()

@@ -376,7 +376,7 @@ def test_searched_improves_on_default_on_its_training_prompts_and_is_cached(anal
 
 
 def test_zoo_sources_resolve_with_labels_and_checksums(analytic, tmp_path):
-    from jsbench.evaluate import resolve_schedule
+    from jsbench.evaluation.evaluate import resolve_schedule
 
     (tmp_path / "s.json").write_text("[1, 0.5, 0.2, 0]")
     x = torch.zeros(4, 24)
@@ -466,8 +466,8 @@ def test_parse_zoo_keeps_beta_parameters_and_refuses_unknown_rows():
 
 
 def test_compare_puts_zoo_rows_beside_default_with_paired_deltas(analytic, tmp_path):
-    from jsbench.compare import run_compare
-    from jsbench.compare_request import CompareRequest
+    from jsbench.report.compare import run_compare
+    from jsbench.report.compare_request import CompareRequest
     from jsbench.suites import load_suite
 
     logs = []

@@ -18,11 +18,11 @@ def run_estimators(*, backbone, model, steps, contexts, samples, rollouts, seed,
         from jsbench.distributed import launch_processes
 
         return launch_processes(processes)
-    from jsbench import estimators as lab
+    from jsbench.analysis import estimators as lab
     from jsbench.workspace import project_dir
 
     if all_:
-        from jsbench.estimator_section import estimators_section
+        from jsbench.analysis.estimator_section import estimators_section
 
         return estimators_section(leaderboards or project_dir("leaderboards"), policies or project_dir("policies"),
                                   check=check, progress=progress, log=lambda m: err.print(m, highlight=False, soft_wrap=True),
@@ -46,7 +46,7 @@ def run_estimators(*, backbone, model, steps, contexts, samples, rollouts, seed,
     else:
         record = lab.run_lab(config, backbone=bb, progress=progress, dist=ctx)
     if ctx.is_main:
-        from jsbench import estimator_rendering as rendering
+        from jsbench.analysis import estimator_rendering as rendering
 
         if out is not None:
             for path in rendering.write_lab_record(record, out):

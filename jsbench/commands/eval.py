@@ -14,7 +14,7 @@ def run_eval_command(*, suite, backbone, model, steps, schedule, seeds, seed_bas
                      save_images, plan, gpu, console, err) -> int:
     """What `jsbench eval` does with its options; the exit code."""
     if plan:
-        from jsbench.plan import plan_eval, plan_text
+        from jsbench.report.plan import plan_eval, plan_text
 
         p = plan_eval(suite, backbone, steps, schedule, gpu=gpu, seeds=seeds, split=split, limit=limit, command=command_line())
         sys.stdout.write(plan_text(p, "json" if fmt == OutputFormat.json else "table"))
@@ -27,9 +27,9 @@ def run_eval_command(*, suite, backbone, model, steps, schedule, seeds, seed_bas
         return launch_processes(processes)
     from jsbench.devices import pick_device
     from jsbench.distributed import get_context
-    from jsbench.evaluate import items_for_prompts, read_prompts_file, resolve_schedule
-    from jsbench.protocol import check_limit, default_seeds, first_per_task, is_real
-    from jsbench.runs import run_eval, validate_eval_options
+    from jsbench.evaluation.evaluate import items_for_prompts, read_prompts_file, resolve_schedule
+    from jsbench.evaluation.protocol import check_limit, default_seeds, first_per_task, is_real
+    from jsbench.evaluation.runs import run_eval, validate_eval_options
     from jsbench.suites import load_suite, suite_options
 
     validate_eval_options(split, suite, metadata)  # refused before any weights load
@@ -51,7 +51,7 @@ def run_eval_command(*, suite, backbone, model, steps, schedule, seeds, seed_bas
     _, records = run_eval(bb, s, source, out, seeds_per_prompt=seeds, split=split, items=items, batch_size=batch_size, progress=progress, ctx=ctx,
                           seed_base=seed_base, save_images=save_images)
     if ctx.is_main:  # rank 0 writes the records once
-        from jsbench import tables
+        from jsbench.commands import tables
 
         if fmt != OutputFormat.table:  # every record field, exact
             sys.stdout.write(tables.records_text(fmt.value, records))

@@ -10,8 +10,8 @@ from jsbench.cli_options import OutputFormat, SizeFormat
 
 def list_policies_command(*, root, fmt, console) -> int:
     """What `jsbench policies list` does with its options; the exit code."""
-    from jsbench import tables
-    from jsbench.policy import list_policies
+    from jsbench.commands import tables
+    from jsbench.policy.schedule_policy import list_policies
     from jsbench.workspace import display_path, project_dir
 
     root = root or project_dir("policies")
@@ -28,7 +28,7 @@ def policy_size_command(*, backbone, steps, policy_arch, fmt, console) -> int:
     import json
 
     from jsbench.backbones.full_size import component_sizes
-    from jsbench.policy_size import full_size_name, policy_size
+    from jsbench.policy.size import full_size_name, policy_size
 
     row = policy_size(backbone, steps, policy_arch)
     row["backbone_params"] = component_sizes(full_size_name(backbone))  # the full-size pipeline's weights beside the policy
@@ -51,7 +51,7 @@ def show_policy_command(*, path, console) -> int:
     """What `jsbench policies show` does; the exit code."""
     import json
 
-    from jsbench.policy import load_policy
+    from jsbench.policy.schedule_policy import load_policy
 
     _, manifest = load_policy(path)
     console.print_json(json.dumps(manifest))

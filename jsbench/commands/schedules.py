@@ -12,9 +12,9 @@ from jsbench.commands.common import check_device, check_outputs, load_backbone_q
 
 def plot_schedules_command(*, schedule, suite, backbone, model, steps, seeds, out, device, console) -> int:
     """What `jsbench schedules plot` does with its options; the exit code."""
-    from jsbench.evaluate import resolve_schedule
-    from jsbench.compare import suite_verdicts
-    from jsbench.plots import plot_image_grid, plot_schedules
+    from jsbench.evaluation.evaluate import resolve_schedule
+    from jsbench.report.compare import suite_verdicts
+    from jsbench.report.plots import plot_image_grid, plot_schedules
     from jsbench.suites import load_suite
 
     check_outputs(out_folder=out)
@@ -33,9 +33,9 @@ def plot_schedules_command(*, schedule, suite, backbone, model, steps, seeds, ou
 
 def export_schedules_command(*, schedule, suite, backbone, model, steps, seeds, split, limit, prompts_file, device, dtype, fmt, err) -> int:
     """What `jsbench schedules export` does with its options; the exit code."""
-    from jsbench.evaluate import EVAL_SEED_BASE, items_for_prompts, read_prompts_file, resolve_schedule
-    from jsbench.export import export_schedules, export_text
-    from jsbench.protocol import check_limit, first_per_task
+    from jsbench.evaluation.evaluate import EVAL_SEED_BASE, items_for_prompts, read_prompts_file, resolve_schedule
+    from jsbench.evaluation.export import export_schedules, export_text
+    from jsbench.evaluation.protocol import check_limit, first_per_task
     from jsbench.suites import load_suite
 
     if fmt == OutputFormat.csv:

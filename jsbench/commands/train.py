@@ -10,7 +10,7 @@ from typing import Optional
 
 from jsbench import JsbenchError
 from jsbench.commands.common import check_device, check_outputs, command_line
-from jsbench.train_config import TrainConfig
+from jsbench.train.config import TrainConfig
 
 
 def run_train(fields: dict, *, out: Optional[Path], resume: bool, overwrite: bool, progress: bool, processes: int, plan: bool, gpu: str,
@@ -18,12 +18,12 @@ def run_train(fields: dict, *, out: Optional[Path], resume: bool, overwrite: boo
     """What `jsbench train` does with its options (`fields`: TrainConfig's); the exit code."""
     import dataclasses
 
-    from jsbench.plan import apply_recipe
+    from jsbench.report.plan import apply_recipe
 
     fields = {k: v.value if isinstance(v, Enum) else v for k, v in fields.items()}
     fields = apply_recipe(fields, fields.get("recipe"), {f.name: f.default for f in dataclasses.fields(TrainConfig)})
     if plan:
-        from jsbench.plan import plan_text, plan_train
+        from jsbench.report.plan import plan_text, plan_train
 
         p = plan_train(fields["backbone"], fields["steps"], fields["iters"], fields["contexts"], fields["samples"], gpu=gpu,
                        recipe=fields.get("recipe"), command=command_line())
@@ -42,7 +42,7 @@ def run_train(fields: dict, *, out: Optional[Path], resume: bool, overwrite: boo
         from jsbench.distributed import launch_processes
 
         return launch_processes(processes)
-    from jsbench.train import Trainer
+    from jsbench.train.reinforce import Trainer
 
     import contextlib
 

@@ -57,7 +57,7 @@ class Suite:
     """The metric leaderboards rank by; its 'overall' task is the suite's headline number."""
     protocol_seeds: int
     """Images per prompt of the suite's own published protocol: what `eval` and `compare` sample on a real model
-    when --seeds is not given (the embedded worlds take jsbench.protocol.EMBEDDED_SEEDS)."""
+    when --seeds is not given (the embedded worlds take jsbench.evaluation.protocol.EMBEDDED_SEEDS)."""
     overall_rule: str
     """How `aggregate` makes the 'overall' task, as the leaderboard page's metric line says it (TASK_MEAN_RULE
     when it is `aggregate_by_task`'s)."""
@@ -75,7 +75,7 @@ class Suite:
 
     def provenance(self) -> dict[str, str]:
         """What scored the images, known without loading a model (detector, OCR engine, reward model, protocol:
-        `jsbench.results.PROVENANCE_FIELDS`), recorded with every result; read before any sampling, so it may
+        `jsbench.evaluation.results.PROVENANCE_FIELDS`), recorded with every result; read before any sampling, so it may
         refuse what is missing in one line. None of them: {}."""
         return {}
 

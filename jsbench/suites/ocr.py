@@ -49,7 +49,7 @@ TASKS = ("one_word", "two_words", "many_words")
 # MARIO-Eval's own reading: the text world's prompts quote MARIO's way (single quotes), so it finds every
 # target; `words` is jsbench's earlier reading, kept by name (docs/ocr-protocols.md)
 DEFAULT_OCR_PROTOCOL = "mario"
-# what each protocol ranks by and shows beside the leaderboard (`jsbench.metric_tables`), under MARIO's names
+# what each protocol ranks by and shows beside the leaderboard (`jsbench.report.metric_tables`), under MARIO's names
 PRIMARY_METRICS = {"words": "word_accuracy", "mario": "accuracy"}
 FURTHER_METRICS = {"words": ("accuracy", "precision", "recall", "f_measure", "ned", "word_accuracy"),
                    "mario": ("accuracy", "precision", "recall", "f_measure")}

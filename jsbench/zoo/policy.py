@@ -44,7 +44,7 @@ def _policy(spec: str, backbone, steps: int, suite=None, log=None) -> ScheduleSo
     arg = spec.partition(":")[2]
     if not arg:
         raise ZooError(f"bad schedule {spec!r}: give a path, e.g. policy:policies/analytic/js-n5")
-    from jsbench.policy import load_policy
+    from jsbench.policy.schedule_policy import load_policy
 
     seeds = sorted(p.parent.name for p in Path(arg).glob("seed*/manifest.json")) if not (Path(arg) / "manifest.json").exists() else []
     if seeds:

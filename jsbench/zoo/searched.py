@@ -69,7 +69,7 @@ def search_global_schedule(
     return best, {"train_score": best_score, "default_train_score": float(scores[0]), "evaluated": evaluated}
 
 
-#: the searched global schedule's grid and coordinate search (`searched_sigmas`; `jsbench.plan` costs it)
+#: the searched global schedule's grid and coordinate search (`searched_sigmas`; `jsbench.report.plan` costs it)
 SEARCH_SETTINGS = dict(grid_points=8, shifts=8, random_count=24, sweeps=1, refine_points=4)
 
 
