@@ -154,7 +154,7 @@ def _plugin_kind(name: str) -> ScheduleKind | None:
 
     def admit(entry, kind) -> ScheduleKind:
         if not isinstance(kind, ScheduleKind):
-            raise entry.refuse(f"names a {type(kind).__name__}, not a jsbench.zoo.ScheduleKind", ZooError)
+            raise entry.refuse(f"names a {type(kind).__name__}, not a jsbench.zoo.registry.ScheduleKind", ZooError)
         if kind.name != name or not callable(kind.build) or kind.module is not None:
             raise entry.refuse(f"its ScheduleKind must be named {name!r} and carry a callable build (it has name {kind.name!r}, "
                                f"build {kind.build!r})", ZooError)
