@@ -3,6 +3,7 @@
 #
 #   bash scripts/gpu_day_one.sh [OUT.json]          # CUDA, bf16; default bench/results/gpu_day_one.json
 #   bash scripts/gpu_day_one.sh --cpu [OUT.json]    # dry run on a CPU (tiny pipelines, full size on meta), < 1 min
+#   FAMILIES="sdxl flux-dev" bash scripts/gpu_day_one.sh ...   # only these families (default: all five)
 #
 # 1. probe: $PYTHON (default python3) runs, imports torch and (without --cpu) sees a CUDA device;
 # 2. packages: what the image lacks (diffusers, importlib-metadata, rapidfuzz) is installed offline from the
@@ -60,6 +61,8 @@ print("diffusers", diffusers.__version__, "transformers", transformers.__version
     || fail "imports: $("$PY" -c 'import diffusers, transformers, accelerate, safetensors, rapidfuzz, typer, rich, jsbench.cli' 2>&1 | tail -n 1)"
 
 echo "== 3/3 $([ "$CPU" = 1 ] && echo "dry run on the CPU" || echo "full size on CUDA (bf16)")"
+# shellcheck disable=SC2086  # FAMILIES is a list of words
 timeout 450 "$PY" scripts/gpu_day_one.py --out "$OUT" --budget 400 $([ "$CPU" = 1 ] && echo --cpu) \
+    ${FAMILIES:+--families $FAMILIES} \
     || fail "scripts/gpu_day_one.py (exit $?): see the stages above and $OUT"
 echo "gpu_day_one: passed in $(( $(date +%s) - start ))s; wrote $OUT"

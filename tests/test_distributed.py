@@ -39,6 +39,7 @@ def test_shards_cover_every_item_once():
             assert sorted(i for s in strided for i in s) == list(range(n))
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_one_process_is_plain_and_needs_no_accelerate():
     """WORLD_SIZE unset: identity collectives, and Accelerate is never imported."""
     code = (
@@ -92,6 +93,7 @@ def _launch_script(tmp_path, monkeypatch, source: str, *script_args: str, argv=(
     return jd.launch_processes(2, list(argv))
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_a_crashed_process_is_named_with_its_traceback_not_torchruns_banner(tmp_path, monkeypatch, capsys):
     """torchrun's banner calls the lowest rank the root cause when two failures share a second, which
     can be the process torchrun itself stopped; the launcher names every failed process and keeps the
@@ -125,6 +127,7 @@ sys.exit(2)
 """
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_a_refusal_on_one_process_stays_its_one_line(tmp_path, monkeypatch, capsys):
     assert _launch_script(tmp_path, monkeypatch, _REFUSE_ON_ONE, str(tmp_path / "flag")) == 2
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.strip()]
@@ -226,7 +229,8 @@ def test_cli_processes_2_end_to_end(tmp_path):
     pytest.importorskip("rapidocr_onnxruntime", reason="the text suite reads images with rapidocr (the `ocr` extra)")
     env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
     env["OMP_NUM_THREADS"] = "1"
-    train = ["train", "--suite", "ocr", "--reward", "ocr", "--steps", "3", "-B", "4", "-K", "2", "--iters", "2", "--seed", "1", "--no-progress"]
+    train = ["train", "--suite", "ocr", "--reward", "ocr", "--steps", "3", "-B", "4", "-K", "2", "--iters", "2", "--seed", "1", "--no-progress",
+             "--heldout", "8"]  # a small held-out set: its OCR reads are half of a run, and the launcher is what is tested
     one = _cli(*train, "--out", tmp_path / "t1", env=env)
     two = _cli(*train, "--out", tmp_path / "t2", "--processes", "2", env=env)
     assert one.returncode == 0 and two.returncode == 0, f"one process:\n{one.stderr}\ntwo processes:\n{two.stderr}"  # whole, not cut
@@ -256,6 +260,7 @@ time.sleep(1.5)
 """
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_the_childrens_progress_is_shown_as_it_comes(tmp_path, monkeypatch):
     """A long sharded run is not silent until it ends: a child's stderr line reaches the user at once."""
     import io
@@ -285,6 +290,7 @@ time.sleep(float(sys.argv[1]))  # still running when the main exits: torchrun st
 """
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_exit_1_of_the_main_process_is_its_verdict_not_a_crash(tmp_path, monkeypatch, capsys):
     """`compare --check --processes N`: a regression exits 1 with the check's own report, not a crash line."""
     for linger in ("0", "5"):  # the other process gone already, or stopped by torchrun after the main's exit
@@ -325,6 +331,7 @@ sys.exit(3)
 """
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_an_internal_error_keeps_its_traceback_and_exit_code(tmp_path, monkeypatch, capsys):
     """`error: internal error` names the traceback above it: the launcher shows it and keeps exit 3."""
     assert _launch_script(tmp_path, monkeypatch, _INTERNAL_ERROR) == 3

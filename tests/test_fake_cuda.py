@@ -89,6 +89,7 @@ def test_fake_cuda_refuses_a_cpu_cuda_mix():
         assert y.cpu().device.type == "cpu" and mode.total_syncs == 2
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 @pytest.mark.parametrize("kind", TINY_KINDS)
 def test_family_on_fake_cuda(kind, folders):
     """encode -> default sigmas -> per-row sampling -> decode, a policy draw and a training loss, on `cuda`."""
@@ -134,6 +135,7 @@ def _sources(folders, tmp_path):
     return ["default", "ceiling:6", "karras", "exponential", "beta", f"file:{schedule_file}"]
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_every_schedule_source_on_fake_cuda(folders, tmp_path):
     from jsbench.evaluation.evaluate import policy_source, resolve_schedule, sample_source
     from jsbench.policy.schedule_policy import make_policy

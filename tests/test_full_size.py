@@ -57,6 +57,7 @@ def test_full_size_components_have_their_published_sizes(kind):
     assert list(sizes["text_encoders"]) == expected.get(kind, ["clip-l-proj", "clip-g", "t5-xxl"])
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 @pytest.mark.parametrize("kind", ["sdxl", "sd35-medium", "flux-dev"])
 def test_full_size_random_backbone_is_built_on_its_device_without_weights(kind):
     """`--model full-size-random`: the whole pipeline, the published classes and configs with the small offline
@@ -76,6 +77,7 @@ def test_full_size_random_backbone_is_built_on_its_device_without_weights(kind):
     assert max(ids[0]) < bb.pipe.text_encoder.config.vocab_size
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_policies_size_reports_the_backbone_per_component(cli):
     import json
 

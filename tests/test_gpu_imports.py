@@ -9,6 +9,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 # the extras the GPU image lacks; each name is refused at import time in the child process
@@ -26,6 +28,7 @@ def _run(body: str, absent=ABSENT) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_gpu_smoke_imports_without_scipy_or_extras():
     proc = _run(
         """

@@ -72,6 +72,7 @@ def test_gain_se_counts_training_seeds(tmp_path):
     assert instance_headroom(path, "w", 3, bootstrap=2000, gain_se=1e-6)["gain"] == plain["gain"]
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_a_floored_gain_is_t_distributed_at_the_leaderboards_df(tmp_path):
     """Three training seeds leave the gain's SE with few df: its draws are t_df times that SE, so its 95 %
     interval is about -+ t_{0.975, df} SE (4.30 at df 2), not -+ 1.96 SE, and the share's widens with it."""

@@ -110,6 +110,7 @@ def _final(detector, picture: np.ndarray):
     return detector.detect(image[None])[0]
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_final_detections_match_mmdet_inference_detector(converted):
     pytest.importorskip("cv2")
     from jsbench.rewards.mask2former import GenevalOfficialDetector

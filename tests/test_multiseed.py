@@ -65,6 +65,7 @@ def _request(row, tmp_path, **kw):
                           plots=False, progress=False, **kw)
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_multi_seed_row_is_the_mean_over_seeds_with_a_two_level_se(row, tmp_path):
     bb = load_backbone("analytic")
     suite = load_suite("geneval", bb)

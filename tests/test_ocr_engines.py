@@ -244,6 +244,7 @@ def test_rapidocr_sessions_are_rapidocrs_own_with_the_cpu_arena(rapid, untouched
         assert pairs[2][0].get_session_options().intra_op_num_threads == 2
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_rapidocr_detection_maps_are_rapidocrs_bit_for_bit(rapid, untouched_rapidocr, text_world):
     ocr, ours = untouched_rapidocr, rapid._engine
     for image in rapid_pixels(text_world):
@@ -266,6 +267,7 @@ class RecordingOcr:
         return out
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_rapidocr_reads_as_untouched_rapidocr(rapid, untouched_rapidocr, text_world, monkeypatch):
     # read_lines (the training path) against rapidocr's own per-image call: texts, and the boxes and scores
     # behind them, the text_score filtering included

@@ -32,6 +32,7 @@ def _scramble_head(policy, seed: int = 0):
     return policy
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 @pytest.mark.parametrize("name", ["flux-dev", "sd35-large", "sdxl"])
 def test_full_size_policy_is_20m_parameters_reads_tokens_and_costs_under_1_percent(name):
     from jsbench.policy.size import policy_size
@@ -46,6 +47,7 @@ def test_full_size_policy_is_20m_parameters_reads_tokens_and_costs_under_1_perce
     assert small["params"] < 2e6 and not any(r.startswith("tokens[") for r in small["reads"])
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_policies_size_cli_json_and_refusals(cli):
     code, out, err = cli("policies", "size", "--backbone", "sdxl", "--steps", "4", "--format", "json")
     assert code == 0, err
@@ -121,6 +123,7 @@ def test_gradients_reach_the_cross_attention(tmp_path):
     assert cross.kv.weight.grad.abs().sum() > 0 and trainer.policy.features.text_in.weight.grad.abs().sum() > 0
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_train_builds_xattn_on_real_backbones_and_small_on_the_embedded_worlds(tmp_path, monkeypatch):
     import jsbench.train.reinforce as train_mod
     from jsbench.train.reinforce import TrainConfig, Trainer

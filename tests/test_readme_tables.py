@@ -17,6 +17,7 @@ def _script():
     return module
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_every_page_s_tables_are_the_leaderboards():
     pages = {path: path.read_text() for path in table_pages(ROOT)}
     assert ROOT / "README.md" in pages and ROOT / "docs" / "results.md" in pages

@@ -48,6 +48,7 @@ def test_sigkilled_training_resumes_to_the_same_policy_and_log(tmp_path):
     assert _log(tmp_path / "full" / "train_log.jsonl") == _log(log)
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_kill_during_an_atomic_write_leaves_the_previous_version(tmp_path):
     """A child process rewrites a manifest in a loop and is SIGKILLed mid-way: the file is always either
     the old or a new complete version, never a torn one."""

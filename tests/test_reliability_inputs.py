@@ -251,6 +251,7 @@ def test_sigkilled_eval_resumes_without_redoing_finished_items(cli, tmp_path, mo
 # ------------------------------------------------------------------------------- missing weights
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_missing_model_folder_from_the_cli_is_one_line(cli, tmp_path):
     assert not Path("/nonexistent/dir").exists()
     one_line_error(cli("eval", "--backbone", "sd35", "--model", "/nonexistent/dir", "--no-progress"), "sd35", "/nonexistent/dir")

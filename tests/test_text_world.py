@@ -208,6 +208,7 @@ def world_batch():
     return prompts, seeds
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_rapidocr_reads_the_many_step_ceiling_and_fails_at_three_steps(world_batch):
     prompts, seeds = world_batch
     engine = load_engine("rapidocr")

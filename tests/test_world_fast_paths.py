@@ -314,6 +314,7 @@ def test_encoding_cache_stays_bounded(monkeypatch):
 # ---------------------------------------------------------------------------------------------- no progress
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_no_progress_hides_bars_of_a_library_imported_later_without_importing_it():
     code = (
         "import sys\n"

@@ -389,6 +389,7 @@ def test_zoo_sources_resolve_with_labels_and_checksums(analytic, tmp_path):
         check_sigmas(sig)
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
 def test_eval_runs_oss_and_file_on_analytic(cli, tmp_path, monkeypatch):
     monkeypatch.setenv("JSBENCH_SCHEDULES", str(tmp_path / "cache"))
     (tmp_path / "mine.csv").write_text("1,0.6,0.3,0\n")
