@@ -68,6 +68,17 @@ def test_multi_process_without_accelerate_is_one_clear_line(monkeypatch, cli):
     assert len(lines) == 1 and "--processes 2 needs Hugging Face Accelerate" in lines[0], err
 
 
+@pytest.mark.parametrize("args, says", [(("--suite", "genevil"), "unknown suite 'genevil'"),
+                                         (("--suite", "ocr", "--backbone", "detail"), "ocr"),
+                                         (("--limit", "0"), "--limit")])
+def test_eval_refuses_bad_input_before_processes_start(monkeypatch, cli, args, says):
+    """`eval --processes N` checks its input in the launching process: a typo costs no launch of N processes."""
+    monkeypatch.setattr(jd, "launch_processes", lambda n: pytest.fail("launched processes for a run that is refused"))
+    code, out, err = cli("eval", "--processes", "2", "--steps", "3", *args)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2 and len(lines) == 1 and says in lines[0], err
+
+
 def test_strip_option():
     assert strip_option(["eval", "--processes", "2", "--steps", "3"], "--processes") == ["eval", "--steps", "3"]
     assert strip_option(["eval", "--processes=4", "--seeds", "1"], "--processes") == ["eval", "--seeds", "1"]
@@ -246,7 +257,7 @@ def test_cli_processes_2_end_to_end(tmp_path):
     assert _record_values(recs[0]) == _record_values(recs[1])
     assert not list(tmp_path.glob(".r2.jsonl.*.partial.jsonl"))  # side files cleaned once, by rank 0
 
-    # a child's refusal stays one line, printed once
+    # a bad suite under --processes 2: one line, printed once, by the launching process before it starts any other
     bad = _cli("eval", "--suite", "genevil", "--processes", "2", "--out", tmp_path / "r3.jsonl", env=env)
     lines = [ln for ln in bad.stderr.splitlines() if ln.strip()]
     assert bad.returncode != 0 and len(lines) == 1 and "unknown suite 'genevil'" in lines[0], bad.stderr

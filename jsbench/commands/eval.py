@@ -21,25 +21,25 @@ def run_eval_command(*, suite, backbone, model, steps, schedule, seeds, seed_bas
         return 0
     check_outputs(out=out)  # refused before any process starts or weights load
     check_device(device)
+    from jsbench.backbones import backbone_class
+    from jsbench.evaluation.evaluate import items_for_prompts, read_prompts_file, resolve_schedule
+    from jsbench.evaluation.protocol import check_limit, default_seeds, first_per_task, is_real
+    from jsbench.evaluation.runs import run_eval, validate_eval_options
+    from jsbench.suites import load_suite, preflight, suite_options
+
+    # refused before --processes starts any process (a typo costs no launch) and before any weights load
+    validate_eval_options(split, suite, metadata)
+    options = suite_options(suite, ocr_protocol)
+    check_limit(limit)
+    preflight(suite, backbone_class(backbone))  # what the suite cannot score (ocr without text, hpdv2 without HPSv2)
+    prompt_list = read_prompts_file(prompts_file) if prompts_file is not None else None
     if processes > 1:
         from jsbench.distributed import launch_processes
 
         return launch_processes(processes)
     from jsbench.devices import pick_device
     from jsbench.distributed import get_context
-    from jsbench.evaluation.evaluate import items_for_prompts, read_prompts_file, resolve_schedule
-    from jsbench.evaluation.protocol import check_limit, default_seeds, first_per_task, is_real
-    from jsbench.evaluation.runs import run_eval, validate_eval_options
-    from jsbench.suites import load_suite, suite_options
 
-    validate_eval_options(split, suite, metadata)  # refused before any weights load
-    options = suite_options(suite, ocr_protocol)
-    check_limit(limit)
-    from jsbench.backbones import backbone_class
-    from jsbench.suites import preflight
-
-    preflight(suite, backbone_class(backbone))  # what the suite cannot score (ocr without text, hpdv2 without HPSv2)
-    prompt_list = read_prompts_file(prompts_file) if prompts_file is not None else None  # refuse before loading weights
     ctx = get_context()
     bb = load_backbone_quietly(backbone, model, pick_device(device, dist=ctx), dtype, offload_mode or offload, decode_chunk, progress, guidance)  # one accelerator per process
     s = load_suite(suite, bb, **options, **({"metadata": str(metadata)} if metadata is not None else {}))
