@@ -102,6 +102,17 @@ def test_bench_cost(tmp_path):
     assert {s["suite"] for s in data["suites"]} >= {"geneval"}
 
 
+@pytest.mark.slow  # a tiny diffusers pipeline, timed
+def test_bench_backbones(tmp_path, capsys):
+    out = tmp_path / "backbones.json"
+    assert _script("backbones").main(["--kinds", "sdxl", "--batch", "2", "--steps", "2", "--repeats", "1", "--no-flops",
+                                      "--out", str(out)]) == 0
+    (row,) = json.loads(out.read_text())["tiny"]
+    assert row["backbone"] == "sdxl" and len(row["per_row_over_shared_all"]) == 2  # the pair, both orders
+    assert row["per_row_over_shared_median"] > 0 and row["naive_over_per_row"] > 0 and row["tiny_policy_over_sampler"] > 0
+    assert "per/shared" in capsys.readouterr().out
+
+
 @pytest.mark.slow  # jsbench subprocesses, from this checkout and from a snapshot of HEAD
 def test_bench_throughput_times_this_checkout_against_a_snapshot(tmp_path, monkeypatch, capsys):
     import dataclasses

@@ -16,7 +16,7 @@ import torch
 
 from jsbench.backbones import load_backbone
 from jsbench.backbones.full_size import FULL_SIZE, full_size  # noqa: F401 (re-exported for scripts/bench_backbones.py)
-from jsbench.analysis.costs import per_row_schedules, timed
+from jsbench.analysis.costs import per_row_schedules, time_per_row_against_shared
 
 # The full-size networks' published configs and shapes live with the backbones (jsbench.backbones.full_size)
 
@@ -101,20 +101,7 @@ def bench_one(kind: str, folder: Path, batch: int, steps: int, repeats: int, nai
     }
     if naive:
         calls["pipeline_per_row_calls"] = pipe_naive
-    for fn in calls.values():  # warm-up: first calls pay one-off kernel setup
-        fn()
-    times: dict[str, list[float]] = {k: [] for k in calls}
-    ratios = []
-    for r in range(repeats):
-        order = ["per_row", "shared"] if r % 2 == 0 else ["shared", "per_row"]
-        got = {k: timed(calls[k]) for k in order}
-        ratios.append(got["per_row"] / got["shared"])
-        for k in order:
-            times[k].append(got[k])
-        for k in calls:
-            if k not in order:
-                times[k].append(timed(calls[k]))
-    med = {k: statistics.median(v) for k, v in times.items()}
+    med, ratios = time_per_row_against_shared(calls, repeats)
     return {
         "backbone": kind,
         "batch": batch,

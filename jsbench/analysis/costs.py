@@ -57,6 +57,27 @@ def timed(fn) -> float:
     return time.perf_counter() - t
 
 
+def time_per_row_against_shared(calls: dict, repeats: int) -> tuple[dict[str, float], list[float]]:
+    """(median seconds of each call, per_row / shared ratios): every call warmed up once, then the pair
+    `per_row`, `shared` alone, alternating which goes first (the first of a pair runs measurably slower on a
+    busy machine) an even number of times, so the geometric mean of the ratios cancels the order effect;
+    every other call is timed `repeats` times after the pairs."""
+    for fn in calls.values():
+        fn()  # warm-up: first calls pay one-off kernel setup
+    times: dict[str, list[float]] = {k: [] for k in calls}
+    ratios = []
+    for r in range(2 * ((repeats + 1) // 2)):
+        order = ["per_row", "shared"] if r % 2 == 0 else ["shared", "per_row"]
+        got = {k: timed(calls[k]) for k in order}
+        ratios.append(got["per_row"] / got["shared"])
+        for k in order:
+            times[k].append(got[k])
+    for k in calls:
+        if k not in ("per_row", "shared"):
+            times[k] = [timed(calls[k]) for _ in range(repeats)]
+    return {k: statistics.median(v) for k, v in times.items()}, ratios
+
+
 def per_row_schedules(default: torch.Tensor, seed: int = 0, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Distinct schedules around the default (what a policy emits): Dirichlet draws centred on it, in
     `dtype` (default: the default schedule's)."""
@@ -94,22 +115,7 @@ def bench_analytic(bb, steps_list, batches, repeats, naive_batch) -> list[dict]:
             }
             if batch == naive_batch:
                 calls["one_call_per_row"] = lambda: [bb.sample(x[i : i + 1], cond.take([i]), per_row[i : i + 1]) for i in range(batch)]
-            for fn in calls.values():
-                fn()  # warm-up
-            times = {k: [] for k in calls}
-            ratios = []
-            # the pair alone, alternating which goes first (the first of a pair runs measurably slower
-            # on a busy machine), an even number of times: the geometric mean cancels the order effect
-            for r in range(2 * ((repeats + 1) // 2)):
-                order = ["per_row", "shared"] if r % 2 == 0 else ["shared", "per_row"]
-                got = {k: timed(calls[k]) for k in order}
-                ratios.append(got["per_row"] / got["shared"])
-                for k in order:
-                    times[k].append(got[k])
-            for k in calls:
-                if k not in ("per_row", "shared"):
-                    times[k] = [timed(calls[k]) for _ in range(repeats)]
-            med = {k: statistics.median(v) for k, v in times.items()}
+            med, ratios = time_per_row_against_shared(calls, repeats)
             rows.append({
                 "batch": batch, "steps": n, "seconds_median": med,
                 "per_row_over_shared": statistics.geometric_mean(ratios),
