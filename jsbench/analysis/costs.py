@@ -4,7 +4,8 @@
 with one shared schedule (and one call per row), with the policy's forward beside it;
 `bench_training_split`: a training update's policy part over its sampler and reward parts;
 `bench_suites`: evaluation throughput per suite; `bench_scale` / `scale_worker`: 1 vs 2 processes.
-`timed`, `per_row_schedules` and `machine` are shared with jsbench/analysis/backbone_costs.py.
+`per_row_schedules` and `time_per_row_against_shared` (its timing loop) are shared with
+jsbench/analysis/backbone_costs.py; `machine` with scripts/bench_throughput.py.
 """
 
 from __future__ import annotations
