@@ -152,7 +152,7 @@ _COMPARE_PANELS = {
                      "processes"), RUN),
     **dict.fromkeys(("backbone", "model", "device", "batch_size", "dtype", "offload", "decode_chunk", "guidance", "offload_mode"), BACKBONE),
     **dict.fromkeys(("records", "leaderboards", "plots", "progress", "format", "tasks", "save_images"), OUT),
-    **dict.fromkeys(("check", "report", "strict", "tolerance"), CHECK),
+    **dict.fromkeys(("check", "report", "strict", "tolerance", "reread"), CHECK),
     **dict.fromkeys(("plan", "gpu"), PLAN),
 }
 

@@ -79,7 +79,7 @@ def evaluate_learned_row(backbone, suite, seed_folders: list[Path], steps: int, 
 def validate_compare_options(request: CompareRequest, *, backbone_name: str | None = None) -> list[dict]:
     """The refusals of a request's options that need no model: `jsbench compare` runs them before any process
     starts or weights load, and `run_compare` again for callers of the library. With --check: a negative
-    tolerance; given the leaderboard folder (`request.leaderboards`), no committed leaderboard of the suite to
+    tolerance; a --reread outside [0, 1]; given the leaderboard folder (`request.leaderboards`), no committed leaderboard of the suite to
     check against; given the backbone's name too (its class's), a check that would compare nothing (no
     committed row of that backbone at the request's budgets; the model, known once loaded, is checked after
     the evaluation). Returns the committed rows it read (empty when it read none), so the check that follows
@@ -89,6 +89,8 @@ def validate_compare_options(request: CompareRequest, *, backbone_name: str | No
         raise JsbenchError("--report and --strict go with --check: the report is that of the regression check")
     for path in reports:
         report_format(path)  # an unknown suffix
+    if not 0.0 <= request.reread <= 1.0:
+        raise JsbenchError(f"--reread is a share between 0 and 1 (1 reads every image again), got {request.reread}")
     if not request.check:
         if leaderboard_dir is not None:
             read_committed(Path(leaderboard_dir) / f"{request.suite}.csv")  # a damaged page is refused now, not after the run
@@ -141,6 +143,11 @@ def run_compare(request: CompareRequest, backbone, suite, *, distilled: list = (
     log = log if main else (lambda msg: None)
     committed = validate_compare_options(request, backbone_name=backbone.name)  # before anything is evaluated
     committed_scores = read_scores(scores_path(leaderboard_dir, suite.name)) if check else {}
+    from jsbench.report.readings import SectionReadings
+
+    readings = SectionReadings(suite, leaderboard_dir, ctx, log)  # an OCR suite's readings, kept or answered from
+    if check:
+        readings.answer_from_committed(request.reread)
     runs: dict[tuple, object] = {}  # row key -> this run's per-image scores (EvalRun)
     ceiling_done = False
     plotted: dict[int, list] = {}
@@ -166,6 +173,7 @@ def run_compare(request: CompareRequest, backbone, suite, *, distilled: list = (
     with image_bar(f"[bold]compare {backbone.name} · {suite.name}", rows_total * n_items * seeds, progress and main) as bar:
         for steps, specs in plan:
             reference = None
+            readings.start()
             for spec in specs:
                 if isinstance(spec, list):  # a learned row: the folders of its training seeds
                     row_name = spec[0].parent.name if spec[0].name.startswith("seed") else spec[0].name
@@ -203,6 +211,8 @@ def run_compare(request: CompareRequest, backbone, suite, *, distilled: list = (
                 runs[row_key(backbone.name, backbone.model_id, source.row_steps, source.label)] = run  # the row shows its section's budget
                 made += records
                 log(f"  {source.label:<22} {own:>4} steps  done")
+            readings.finish(backbone.name, backbone.model_id, steps)
+    answered = readings.summary() if check else None  # every process: it sums their counts
     if not main:
         return CompareResult(tables=[])  # the main process files the rows and writes the leaderboard
     plotted = with_ceiling(plotted)
@@ -220,6 +230,8 @@ def run_compare(request: CompareRequest, backbone, suite, *, distilled: list = (
             committed, committed_scores, runs, suite, backbone.name, backbone.model_id, steps_list, tolerance=request.tolerance,
             strict=request.strict, command=command, scores_file=scores_path(leaderboard_dir, suite.name).name, provenance=provenance,
         )
+        if answered:
+            log(answered)
         result.written = [write_report(result.check, path) for path in reports]
         if reports and plots:
             # this run's schedules and images beside the report (a CI artifact), never over the committed ones
@@ -254,7 +266,9 @@ def run_compare(request: CompareRequest, backbone, suite, *, distilled: list = (
                                           overall_rule=suite.overall_rule))
     # the per-image scores behind each row: what `--check` pairs a fresh run with
     scores = write_scores(scores_path(leaderboard_dir, suite.name), all_tables, runs, suite.name, metric, provenance)
-    result.written = [md, csv_path, *([contrasts_csv] if contrasts else []), scores, *further, *(p for _, p in fresh)]
+    kept = readings.write()  # what the engine read in each image, for later checks
+    result.written = [md, csv_path, *([contrasts_csv] if contrasts else []), scores, *([kept] if kept else []), *further,
+                      *(p for _, p in fresh)]
     discard_partial(records_path)  # every row is filed: the side files that let a rerun resume go now
     return result
 

@@ -60,11 +60,12 @@ class CompareRequest:
     zoo: str | None = option(None, "Zoo rows beside default, comma-separated, or none (default: README).")
     ocr_protocol: str | None = option(None, OCR_PROTOCOL_HELP)
     distilled: tuple[str, ...] = option((), "Distilled sampler rows: NAME or NAME=MODEL.")
-    check: bool = option(False, "Check the committed rows against this run.")
-    report: tuple[Path, ...] = option((), "Write the check's report: .md, .json or .xml.")
-    strict: bool = option(False, "A missing committed row fails the check too.")
+    check: bool = option(False, "Rerun and check the committed rows.")
+    report: tuple[Path, ...] = option((), "Report to .md, .json or .xml.")
+    strict: bool = option(False, "A missing row fails too.")
     plots: bool = option(True, "Write the figures.")
-    tolerance: float = option(2.0, "Allowed drop, in SEs of the paired difference.")
+    tolerance: float = option(2.0, "Allowed drop, in paired SEs.")
+    reread: float = option(0.125, "Share of OCR readings reread.")
     device: str | None = option(None, DEVICE_HELP)
     batch_size: int | None = option(None, IMAGES_BATCH_HELP, min=1)
     dtype: str | None = option(None, DTYPE_HELP)
@@ -133,7 +134,8 @@ def compare_command(request: CompareRequest) -> str:
 
         parts.append(f"--zoo {_word(','.join(parse_zoo(r.zoo)) or 'none')}")
     if r.check:
-        parts.append("--check" + (f" --tolerance {r.tolerance:g}" if r.tolerance != DEFAULTS.tolerance else "") + (" --strict" if r.strict else ""))
+        parts.append("--check" + (f" --tolerance {r.tolerance:g}" if r.tolerance != DEFAULTS.tolerance else "") + (" --strict" if r.strict else "")
+                     + (f" --reread {r.reread:g}" if r.reread != DEFAULTS.reread else ""))
     if r.limit is not None:
         parts.append(f"--limit {r.limit}")
     return " ".join(parts)

@@ -18,7 +18,7 @@ import shutil
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Callable, Generic, Protocol, Sequence, TypeVar
+from typing import Callable, Generic, Mapping, Protocol, Sequence, TypeVar
 
 import numpy as np
 import torch
@@ -37,6 +37,8 @@ __all__ = [
     "default_engine",
     "image_digest",
     "ReadingMemo",
+    "ReadingsDisagree",
+    "COMMITTED_DIGEST_BYTES",
     "read_distinct",
     "read_detections",
 ]
@@ -102,16 +104,35 @@ def image_digest(image: np.ndarray) -> bytes:
 Reading = TypeVar("Reading")  # what an engine gives per image: its text, or its detections
 
 
+#: committed readings keep a digest's first 128 bits: among 10^5 images a shared prefix has odds ~10^-29
+COMMITTED_DIGEST_BYTES = 16
+
+
+class ReadingsDisagree(JsbenchError):
+    """An image read again does not read as its committed reading: the engine, or what it runs on, changed."""
+
+
 class ReadingMemo(Generic[Reading]):
     """An engine's readings of the images it read last (at most `size`), by `image_digest`.
 
     Across calls the images themselves are not kept (a 64x256 image is 48 KiB), so a remembered reading
     is matched by its 256-bit digest alone; two images with one BLAKE2b-256 digest are not known to exist.
+
+    Two further uses, both off until asked for:
+    - `use_committed`: readings this engine made earlier with the same options and versions (a committed
+      file, `jsbench.rewards.ocr_readings`) answer for their images without reading them, except a `reread`
+      share of them, chosen by digest, which are read again and must read the same (`ReadingsDisagree`).
+    - `ledger`: a dict that collects every image's reading the memo answers or is given, read or not.
     """
 
     def __init__(self, size: int = 16384):
         self.size = size
         self._texts: OrderedDict[bytes, Reading] = OrderedDict()
+        self._committed: Mapping[bytes, Reading] = {}
+        self._reread = 1.0
+        self.ledger: dict[bytes, Reading] | None = None
+        # lookups answered from the committed readings; committed images read again; images read with none
+        self.counts = {"committed": 0, "reread": 0, "fresh": 0}
 
     def __len__(self) -> int:
         return len(self._texts)
@@ -119,17 +140,44 @@ class ReadingMemo(Generic[Reading]):
     def clear(self) -> None:
         self._texts.clear()
 
+    def use_committed(self, readings: Mapping[bytes, Reading], reread: float) -> None:
+        """Answer from `readings` (the first COMMITTED_DIGEST_BYTES of a digest -> reading), reading again the
+        images whose digest falls in the first `reread` share of digest space (0: none, 1: every one)."""
+        if not 0.0 <= reread <= 1.0:
+            raise ValueError(f"reread is a share in [0, 1], got {reread}")
+        self._committed, self._reread = readings, reread
+        self.counts = {"committed": 0, "reread": 0, "fresh": 0}
+
+    def _reads_again(self, digest: bytes) -> bool:
+        return int.from_bytes(digest[:8], "big") < self._reread * 2.0**64
+
     def get(self, digest: bytes) -> Reading | None:
         text = self._texts.get(digest)
         if text is not None:
             self._texts.move_to_end(digest)
+        elif digest[:COMMITTED_DIGEST_BYTES] in self._committed and not self._reads_again(digest):
+            text = self._committed[digest[:COMMITTED_DIGEST_BYTES]]
+            self.counts["committed"] += 1
+        if text is not None and self.ledger is not None:
+            self.ledger[digest] = text
         return text
 
     def put(self, digest: bytes, text: Reading) -> None:
+        known = self._committed.get(digest[:COMMITTED_DIGEST_BYTES])
+        if known is None:
+            self.counts["fresh"] += 1
+        else:
+            self.counts["reread"] += 1
+            if known != text:
+                raise ReadingsDisagree(
+                    f"image {digest.hex()[:16]} reads {text!r} now, {known!r} in the committed readings: the OCR engine "
+                    "or a library under it changed; check with --reread 1 to read every image")
         self._texts[digest] = text
         self._texts.move_to_end(digest)
         while len(self._texts) > self.size:
             self._texts.popitem(last=False)
+        if self.ledger is not None:
+            self.ledger[digest] = text
 
 
 def read_distinct(
@@ -167,6 +215,19 @@ def read_distinct(
         if memo is not None:
             memo.put(digests[k], text)
     return [texts[k] for k in slot_of]
+
+
+def installed_versions(*distributions: str) -> dict[str, str]:
+    """{distribution: version} of those of `distributions` that are installed."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    out = {}
+    for name in distributions:
+        try:
+            out[name] = version(name)
+        except PackageNotFoundError:
+            continue
+    return out
 
 
 def _one_line(texts: Sequence[str]) -> str:
@@ -275,6 +336,13 @@ class RapidOcrEngine:
             return (text,) if score >= self.min_score else ()
         result, _ = self._engine(bgr, use_det=True, use_cls=False, use_rec=True)
         return tuple(r[1] for r in (result or []))
+
+    def identity(self) -> dict:
+        """What decides a reading besides the pixels: the options and the installed versions of rapidocr and
+        of what it runs on. Committed readings are used only by an engine of the same identity."""
+        return {"engine": self.name, "options": {"detect": self.detect, **self.rapidocr_options},
+                "versions": installed_versions("rapidocr-onnxruntime", "onnxruntime", "opencv-python",
+                                               "opencv-python-headless", "numpy")}
 
     def read_one(self, image: np.ndarray) -> str:
         return _one_line(self.detections(image))

@@ -79,6 +79,13 @@ class Suite:
         refuse what is missing in one line. None of them: {}."""
         return {}
 
+    def reading_memo(self):
+        """(identity, memo) for a suite whose per-image score reads each image with an engine whose reading
+        depends on the pixels alone (ocr: its OCR engine's `identity()` and `ReadingMemo`): `compare` keeps the
+        readings beside the leaderboard and `compare --check` answers from them (jsbench.rewards.ocr_readings).
+        None: nothing read is worth keeping (the default)."""
+        return None
+
     @classmethod
     def preflight(cls, backbone=None) -> None:
         """Refuse, in one line and before any weights load or the suite is built, what the suite cannot score
@@ -96,7 +103,7 @@ REQUIRED = ("name", "primary_metric", "protocol_seeds", "overall_rule")
 CALLS = ("items", "score", "aggregate")
 #: every declared member, those with `Suite`'s defaults included
 DECLARED = (*REQUIRED, "leaderboard_metrics", "all_leaderboard_metrics", "leaderboard_about", "unrecorded_provenance", "provenance",
-            "preflight", *CALLS)
+            "preflight", "reading_memo", *CALLS)
 
 
 def missing_calls(suite) -> list[str]:

@@ -140,6 +140,11 @@ class OcrSuite(Suite):
             self._engine = load_engine(self.engine_name, **self._engine_options)
         return self._engine
 
+    def reading_memo(self):
+        """The engine's identity and memo, for an engine that declares its identity (rapidocr); else None."""
+        identity = getattr(self.engine, "identity", None)
+        return (identity(), self.engine.memo) if callable(identity) else None
+
     def items(self, split: str = "test") -> list[EvalItem]:
         from jsbench.world.text import split_text_prompts
 
