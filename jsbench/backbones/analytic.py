@@ -49,6 +49,7 @@ class AnalyticBackbone:
         self.dtype = torch.float32
         self.world = EmbeddedWorld()
         self._velocity_table = None  # `velocity`'s mixture table for the last prompt set it was called on
+        self._velocity_rows = None  # (table, rows, their gathered mixtures) of `velocity`'s last call
         self._encodings: dict[str, tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = {}  # `_encoded`'s cache
 
     @property
@@ -141,8 +142,13 @@ class AnalyticBackbone:
             cached = self._velocity_table = ((unique, x.device), table, dict(zip(unique, rows_u.tolist())))
         _, table, pos = cached
         rows = torch.tensor([pos[p] for p in cond.prompts], device=x.device)
+        # the rows' mixtures, gathered again only when the rows change: OSS's searches call this chunk by chunk
+        # on the same prompts (a copy of the table's rows, so the same values either way)
+        gathered = self._velocity_rows
+        if gathered is None or gathered[0] is not table or not torch.equal(gathered[1], rows):
+            gathered = self._velocity_rows = (table, rows, table.gather(rows))
         x64, t = x.to(torch.float64), sigma.to(x.device, torch.float64)
-        x0 = table.posterior_mean(x64, t, rows)
+        x0 = gathered[2].posterior_mean(x64, t)
         return (x64 - x0) / t.view(-1, *([1] * (x.dim() - 1)))
 
     def decode(self, latents: torch.Tensor, prompts: Sequence[str]) -> torch.Tensor:

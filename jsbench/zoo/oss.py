@@ -136,24 +136,41 @@ def oss_paths(backbone, cond, x_T: torch.Tensor, steps: int, teacher: torch.Tens
     parent = torch.zeros(B, M + 1, dtype=torch.long, device=dev)  # a point never reached traces to the noise
     parents = []
     per_call = max(1, 2**24 // max(1, x0[0].numel() * B))  # targets per landing tensor [B, Q, ...]
+    # one landing buffer for every block, written in place (fresh [B, Q, ...] tensors cost more in page faults
+    # than their arithmetic); a block's view of it is contiguous, as a fresh tensor would be, so its mean
+    # reduces in the same order
+    scratch = torch.empty(B * min(per_call, M) * x0[0].numel(), dtype=work, device=dev)
+    trail = [1] * (x0.dim() - 1)
     for k in range(steps):
         sources = list(range(M)) if (free_start or k > 0) else [0]
         src = torch.tensor(sources, device=dev)
         v = vel(states[:, src].transpose(0, 1).reshape(-1, *x0.shape[1:]), grid[src].repeat_interleave(B))
         v = v.view(len(sources), B, *x0.shape[1:])
-        nxt = states.clone()
         parent = parent.clone()
+        reached = torch.zeros(B, M + 1, dtype=torch.bool, device=dev)  # points a source of this step lands nearer
         for si, p in enumerate(sources):
             for lo in range(p + 1, M + 1, per_call):
-                q = torch.arange(lo, min(lo + per_call, M + 1), device=dev)
-                dt = (grid[q] - grid[p]).view(1, -1, *([1] * (x0.dim() - 1)))
-                land = states[:, p, None] + dt * v[si][:, None]  # [B, Q, ...]
-                c = (land - traj[:, q]).pow(2).mean(dim=feat).to(torch.float64)
-                better = c < cost[:, q]  # strictly lower: ties keep the source nearer the noise
-                cost[:, q] = torch.where(better, c, cost[:, q])
-                parent[:, q] = torch.where(better, torch.full_like(parent[:, q], p), parent[:, q])
-                mask = better.view(B, -1, *([1] * (x0.dim() - 1)))
-                nxt[:, q] = torch.where(mask, land, nxt[:, q])
+                hi = min(lo + per_call, M + 1)
+                dt = (grid[lo:hi] - grid[p]).view(1, -1, *trail)
+                land = scratch[: B * (hi - lo) * x0[0].numel()].view(B, hi - lo, *x0.shape[1:])
+                torch.mul(dt, v[si][:, None], out=land).add_(states[:, p, None])  # the Euler landing, [B, Q, ...]
+                c = land.sub_(traj[:, lo:hi]).pow_(2).mean(dim=feat).to(torch.float64)
+                better = c < cost[:, lo:hi]  # strictly lower: ties keep the source nearer the noise
+                cost[:, lo:hi] = torch.where(better, c, cost[:, lo:hi])
+                parent[:, lo:hi] = torch.where(better, torch.full_like(parent[:, lo:hi], p), parent[:, lo:hi])
+                reached[:, lo:hi] |= better
+        # each point reached this step takes the landing from its best source, the same operations on the same
+        # operands as when its cost was measured (so the same bits); the others keep their state
+        slot = torch.zeros(M + 1, dtype=torch.long, device=dev)  # a source's row of v
+        slot[src] = torch.arange(len(sources), device=dev)
+        rows = torch.arange(B, device=dev)[:, None]
+        nxt = states.clone()
+        for lo in range(1, M + 1, per_call):
+            hi = min(lo + per_call, M + 1)
+            best = parent[:, lo:hi]
+            dt = (grid[lo:hi] - grid[best]).view(B, hi - lo, *trail)
+            landed = torch.mul(dt, v[slot[best], rows]).add_(states[rows, best])
+            nxt[:, lo:hi] = torch.where(reached[:, lo:hi].view(B, hi - lo, *trail), landed, nxt[:, lo:hi])
         parents.append(parent)
         states = nxt
     paths = torch.empty(B, steps + 1, dtype=torch.long, device=dev)
