@@ -131,3 +131,10 @@ def test_compare_check_answers_from_the_readings_compare_wrote(cli, tmp_path, mo
 
     code, out, err = cli(*args, "--check", "--reread", "2")
     assert code == 2 and "--reread is a share between 0 and 1" in err
+
+    # a damaged file is refused before anything is sampled, and the leaderboard beside it is left as it was
+    path.write_bytes(b"not gzip")
+    page = (tmp_path / "lb" / "ocr.csv").read_bytes()
+    code, out, err = cli(*args)
+    assert code == 2 and "not a readings file" in err and "done" not in err
+    assert (tmp_path / "lb" / "ocr.csv").read_bytes() == page

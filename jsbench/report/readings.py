@@ -26,6 +26,8 @@ class SectionReadings:
         self.ctx, self.log = ctx, log
         self.sections: dict[str, dict[bytes, tuple]] = {}
         self.answering = False
+        # read before any image is sampled: a damaged file is refused now, not after the leaderboard is written
+        self.committed = load_readings(self.path) if self.active else None
 
     @property
     def active(self) -> bool:
@@ -36,7 +38,7 @@ class SectionReadings:
         engine identity (options, versions) is not used, and the log says why."""
         if not self.active:
             return
-        committed = load_readings(self.path)
+        committed = self.committed
         if committed is None:
             self.log(f"no committed readings ({self.path.name}): every image is read")
             return
@@ -75,4 +77,4 @@ class SectionReadings:
         """This run's sections over the committed file's others (main process only)."""
         if not self.active or not self.sections:
             return None
-        return write_readings(self.path, merged(load_readings(self.path), self.identity, self.sections))
+        return write_readings(self.path, merged(self.committed, self.identity, self.sections))
