@@ -89,6 +89,48 @@ def test_the_file_round_trips_byte_for_byte_and_merges_by_section(tmp_path):
         load_readings(path)
 
 
+class _Suite:
+    name = "ocr"
+
+    def __init__(self):
+        self.memo = ReadingMemo()
+
+    def reading_memo(self):
+        return {"engine": "e"}, self.memo
+
+
+def test_a_compare_leaves_the_cached_engine_s_memo_as_built(tmp_path):
+    from jsbench.report.readings import SectionReadings
+
+    suite = _Suite()
+    pixels = _pixels([3])
+    write_readings(readings_path(tmp_path, "ocr"), CommittedReadings({"engine": "e"}, {"s": {image_digest(pixels[0]): ("three",)}}))
+    readings = SectionReadings(suite, tmp_path, log=lambda msg: None, check=True)
+    readings.answer_from_committed(0.0)
+    assert read_distinct(pixels, _reader([]), suite.memo) == [("three",)]  # answered from the file
+    readings.close()
+    suite.memo.clear()
+    assert read_distinct(pixels, _reader([]), suite.memo) == [("text 3",)]  # read: the file is no longer used
+    # a writing run collects readings; a check run does not
+    writing = SectionReadings(suite, tmp_path / "other", log=lambda msg: None)
+    writing.start()
+    read_distinct(_pixels([4]), _reader([]), suite.memo)
+    writing.finish("analytic", "m", 3)
+    assert list(writing.sections[section_key("analytic", "m", 3)].values()) == [("text 4",)]
+    checking = SectionReadings(suite, tmp_path / "other", log=lambda msg: None, check=True)
+    checking.start()
+    assert suite.memo.ledger is None
+
+
+def test_reread_goes_with_check():
+    from jsbench.report.compare import validate_compare_options
+    from jsbench.report.compare_request import CompareRequest
+
+    with pytest.raises(JsbenchError, match="--reread goes with --check"):
+        validate_compare_options(CompareRequest(suite="ocr", reread=1.0))
+    validate_compare_options(CompareRequest(suite="ocr", reread=1.0, check=True))
+
+
 @pytest.mark.slow
 def test_compare_check_answers_from_the_readings_compare_wrote(cli, tmp_path, monkeypatch):
     pytest.importorskip("rapidocr_onnxruntime")

@@ -19,7 +19,7 @@ from jsbench.evaluation.results import append_records, make_records
 from jsbench.report.regression_check import CheckReport, check_against_committed, check_scope, check_tolerance, read_scores, row_key, scores_path, write_scores
 from jsbench.report.regression_reports import report_format, write_report
 from jsbench.evaluation.runs import evaluate_run, run_eval
-from jsbench.report.compare_request import CompareRequest, compare_command, recorded_request
+from jsbench.report.compare_request import DEFAULT_REREAD, CompareRequest, compare_command, recorded_request
 
 REGENERATE_ALL = "jsbench compare --all"  # runs every invocation of leaderboards/recipe.json
 
@@ -91,6 +91,8 @@ def validate_compare_options(request: CompareRequest, *, backbone_name: str | No
         report_format(path)  # an unknown suffix
     if not 0.0 <= request.reread <= 1.0:
         raise JsbenchError(f"--reread is a share between 0 and 1 (1 reads every image again), got {request.reread}")
+    if request.reread != DEFAULT_REREAD and not request.check:
+        raise JsbenchError("--reread goes with --check: it is the share of the committed OCR readings the check reads again")
     if not request.check:
         if leaderboard_dir is not None:
             read_committed(Path(leaderboard_dir) / f"{request.suite}.csv")  # a damaged page is refused now, not after the run
@@ -145,132 +147,135 @@ def run_compare(request: CompareRequest, backbone, suite, *, distilled: list = (
     committed_scores = read_scores(scores_path(leaderboard_dir, suite.name)) if check else {}
     from jsbench.report.readings import SectionReadings
 
-    readings = SectionReadings(suite, leaderboard_dir, ctx, log)  # an OCR suite's readings, kept or answered from
-    if check:
-        readings.answer_from_committed(request.reread)
-    runs: dict[tuple, object] = {}  # row key -> this run's per-image scores (EvalRun)
-    ceiling_done = False
-    plotted: dict[int, list] = {}
-    made = []  # this run's records: the sections it writes hold these rows and no older ones
-    plan = []  # (steps, specs): every row first, so one bar covers them all
-    for steps in steps_list:
-        found = shipped_policies(policies_dir, backbone.name, steps, suite.name)
-        if not found:
-            log(f"no learned policies for {backbone.name} at {steps} steps under {policies_dir}/{backbone.name}/: "
-                "only default, extra and ceiling rows (pass --policies FOLDER to use others)")
-        # the zoo's rows (karras, ays, oss, searched, ...) that exist for this backbone, beside default
-        from jsbench.zoo import zoo_rows
+    readings = SectionReadings(suite, leaderboard_dir, ctx, log, check=check)  # an OCR suite's readings, kept or answered from
+    try:
+        if check:
+            readings.answer_from_committed(request.reread)
+        runs: dict[tuple, object] = {}  # row key -> this run's per-image scores (EvalRun)
+        ceiling_done = False
+        plotted: dict[int, list] = {}
+        made = []  # this run's records: the sections it writes hold these rows and no older ones
+        plan = []  # (steps, specs): every row first, so one bar covers them all
+        for steps in steps_list:
+            found = shipped_policies(policies_dir, backbone.name, steps, suite.name)
+            if not found:
+                log(f"no learned policies for {backbone.name} at {steps} steps under {policies_dir}/{backbone.name}/: "
+                    "only default, extra and ceiling rows (pass --policies FOLDER to use others)")
+            # the zoo's rows (karras, ays, oss, searched, ...) that exist for this backbone, beside default
+            from jsbench.zoo import zoo_rows
 
-        specs = ["default", *zoo_rows(zoo, backbone, steps, log, explicit=request.zoo is not None), *request.schedule] + [seed_folders for seed_folders in found]
-        if not ceiling_done:
-            specs.append(ceiling_spec(backbone))
-            ceiling_done = True
-        plan.append((steps, specs))
-    from jsbench.progress import image_bar
+            specs = ["default", *zoo_rows(zoo, backbone, steps, log, explicit=request.zoo is not None), *request.schedule] + [seed_folders for seed_folders in found]
+            if not ceiling_done:
+                specs.append(ceiling_spec(backbone))
+                ceiling_done = True
+            plan.append((steps, specs))
+        from jsbench.progress import image_bar
 
-    rows_total = sum(sum(len(sp) if isinstance(sp, list) else 1 for sp in specs) + len(distilled) for _, specs in plan)
-    n_items = len(items) if items is not None else len(suite.items("test"))
-    with image_bar(f"[bold]compare {backbone.name} · {suite.name}", rows_total * n_items * seeds, progress and main) as bar:
-        for steps, specs in plan:
-            reference = None
-            readings.start()
-            for spec in specs:
-                if isinstance(spec, list):  # a learned row: the folders of its training seeds
-                    row_name = spec[0].parent.name if spec[0].name.startswith("seed") else spec[0].name
-                    bar.status(f"{row_name} · {len(spec)} training seed(s)")
-                    source, run = evaluate_learned_row(backbone, suite, spec, steps, seeds=seeds, seed_base=seed_base, batch_size=batch_size,
-                                                       on_images=bar.advance, log=log, items=items, ctx=ctx,
-                                                       save_images=_images_dir(save_images, backbone.name, steps, f"policy-{row_name}"))
-                    if not main:
-                        continue
-                    plotted.setdefault(steps, []).append(replace(source, spec=f"policy:{spec[0]}"))  # figures: its first seed
-                    records = make_records(backbone, suite, source, run, reference=reference)
-                    append_records(records_path, records)
-                else:
-                    source = resolve_schedule(spec, backbone, steps, suite=suite, log=log)
-                    plotted.setdefault(steps, []).append(source)
-                    bar.status(f"{source.label} · {source.steps} steps")
-                    paired = reference if source.steps == steps and spec != "default" else None
-                    run, records = run_eval(backbone, suite, source, records_path, seeds_per_prompt=seeds, progress=False, batch_size=batch_size,
-                                            on_images=bar.advance, reference=paired, seed_base=seed_base, items=items, ctx=ctx, keep_partial=True,
-                                            save_images=_images_dir(save_images, backbone.name, steps, spec))
-                runs[row_key(backbone.name, backbone.model_id, source.row_steps, source.label)] = run
-                if spec == "default":
-                    reference = run
-                made += records
-                log(f"  {source.label:<22} {steps if source.steps == steps else source.steps:>4} steps  done")
-            for other in distilled:
-                # a distilled sampler runs at its own default steps, on the same prompts and seeds, and is
-                # filed as a row of this backbone's table at this budget, so it sits beside the learned rows
-                own = steps if other.default_steps is None else int(other.default_steps)
-                source = replace(resolve_schedule("default", other, own), label=f"{other.name} ({own} steps, distilled)", budget=steps)
-                bar.status(source.label)
-                run, records = run_eval(other, suite, source, records_path, seeds_per_prompt=seeds, progress=False, batch_size=batch_size,
-                                        on_images=bar.advance, reference=reference, filed_under=backbone, seed_base=seed_base, items=items, ctx=ctx,
-                                        keep_partial=True, save_images=_images_dir(save_images, other.name, steps, "default"))
-                runs[row_key(backbone.name, backbone.model_id, source.row_steps, source.label)] = run  # the row shows its section's budget
-                made += records
-                log(f"  {source.label:<22} {own:>4} steps  done")
-            readings.finish(backbone.name, backbone.model_id, steps)
-    answered = readings.summary() if check else None  # every process: it sums their counts
-    if not main:
-        return CompareResult(tables=[])  # the main process files the rows and writes the leaderboard
-    plotted = with_ceiling(plotted)
-    metric = suite.primary_metric
-    tables = [t for t in build_tables(made, suite.name, metric) if t.steps in steps_list]
-    for t in tables:
-        t.command = command
-    # every row's paired difference to the learned global row of its section, beside the one to default
-    run_of = lambda t, row: runs.get(row_key(t.backbone, t.model_id, row["steps"], row["method"]))  # noqa: E731
-    add_reference_deltas(tables, run_of, suite)
-    result = CompareResult(tables=tables)
-    provenance = made[0].provenance() if made else {}  # one suite, one detector and prompt set: every row's
-    if check:
-        result.check = check_against_committed(
-            committed, committed_scores, runs, suite, backbone.name, backbone.model_id, steps_list, tolerance=request.tolerance,
-            strict=request.strict, command=command, scores_file=scores_path(leaderboard_dir, suite.name).name, provenance=provenance,
-        )
-        if answered:
-            log(answered)
-        result.written = [write_report(result.check, path) for path in reports]
-        if reports and plots:
-            # this run's schedules and images beside the report (a CI artifact), never over the committed ones
-            result.written += [p for _, p in write_figures(backbone, suite, plotted, policies_dir, Path(reports[0]).parent)]
-        discard_partial(records_path)
+        rows_total = sum(sum(len(sp) if isinstance(sp, list) else 1 for sp in specs) + len(distilled) for _, specs in plan)
+        n_items = len(items) if items is not None else len(suite.items("test"))
+        with image_bar(f"[bold]compare {backbone.name} · {suite.name}", rows_total * n_items * seeds, progress and main) as bar:
+            for steps, specs in plan:
+                reference = None
+                readings.start()
+                for spec in specs:
+                    if isinstance(spec, list):  # a learned row: the folders of its training seeds
+                        row_name = spec[0].parent.name if spec[0].name.startswith("seed") else spec[0].name
+                        bar.status(f"{row_name} · {len(spec)} training seed(s)")
+                        source, run = evaluate_learned_row(backbone, suite, spec, steps, seeds=seeds, seed_base=seed_base, batch_size=batch_size,
+                                                           on_images=bar.advance, log=log, items=items, ctx=ctx,
+                                                           save_images=_images_dir(save_images, backbone.name, steps, f"policy-{row_name}"))
+                        if not main:
+                            continue
+                        plotted.setdefault(steps, []).append(replace(source, spec=f"policy:{spec[0]}"))  # figures: its first seed
+                        records = make_records(backbone, suite, source, run, reference=reference)
+                        append_records(records_path, records)
+                    else:
+                        source = resolve_schedule(spec, backbone, steps, suite=suite, log=log)
+                        plotted.setdefault(steps, []).append(source)
+                        bar.status(f"{source.label} · {source.steps} steps")
+                        paired = reference if source.steps == steps and spec != "default" else None
+                        run, records = run_eval(backbone, suite, source, records_path, seeds_per_prompt=seeds, progress=False, batch_size=batch_size,
+                                                on_images=bar.advance, reference=paired, seed_base=seed_base, items=items, ctx=ctx, keep_partial=True,
+                                                save_images=_images_dir(save_images, backbone.name, steps, spec))
+                    runs[row_key(backbone.name, backbone.model_id, source.row_steps, source.label)] = run
+                    if spec == "default":
+                        reference = run
+                    made += records
+                    log(f"  {source.label:<22} {steps if source.steps == steps else source.steps:>4} steps  done")
+                for other in distilled:
+                    # a distilled sampler runs at its own default steps, on the same prompts and seeds, and is
+                    # filed as a row of this backbone's table at this budget, so it sits beside the learned rows
+                    own = steps if other.default_steps is None else int(other.default_steps)
+                    source = replace(resolve_schedule("default", other, own), label=f"{other.name} ({own} steps, distilled)", budget=steps)
+                    bar.status(source.label)
+                    run, records = run_eval(other, suite, source, records_path, seeds_per_prompt=seeds, progress=False, batch_size=batch_size,
+                                            on_images=bar.advance, reference=reference, filed_under=backbone, seed_base=seed_base, items=items, ctx=ctx,
+                                            keep_partial=True, save_images=_images_dir(save_images, other.name, steps, "default"))
+                    runs[row_key(backbone.name, backbone.model_id, source.row_steps, source.label)] = run  # the row shows its section's budget
+                    made += records
+                    log(f"  {source.label:<22} {own:>4} steps  done")
+                readings.finish(backbone.name, backbone.model_id, steps)
+        answered = readings.summary() if check else None  # every process: it sums their counts
+        if not main:
+            return CompareResult(tables=[])  # the main process files the rows and writes the leaderboard
+        plotted = with_ceiling(plotted)
+        metric = suite.primary_metric
+        tables = [t for t in build_tables(made, suite.name, metric) if t.steps in steps_list]
+        for t in tables:
+            t.command = command
+        # every row's paired difference to the learned global row of its section, beside the one to default
+        run_of = lambda t, row: runs.get(row_key(t.backbone, t.model_id, row["steps"], row["method"]))  # noqa: E731
+        add_reference_deltas(tables, run_of, suite)
+        result = CompareResult(tables=tables)
+        provenance = made[0].provenance() if made else {}  # one suite, one detector and prompt set: every row's
+        if check:
+            result.check = check_against_committed(
+                committed, committed_scores, runs, suite, backbone.name, backbone.model_id, steps_list, tolerance=request.tolerance,
+                strict=request.strict, command=command, scores_file=scores_path(leaderboard_dir, suite.name).name, provenance=provenance,
+            )
+            if answered:
+                log(answered)
+            result.written = [write_report(result.check, path) for path in reports]
+            if reports and plots:
+                # this run's schedules and images beside the report (a CI artifact), never over the committed ones
+                result.written += [p for _, p in write_figures(backbone, suite, plotted, policies_dir, Path(reports[0]).parent)]
+            discard_partial(records_path)
+            return result
+        # merge by (backbone, model, steps) section into the leaderboard already there: this run replaces the
+        # sections it evaluated and keeps every other one (another backbone's, another budget's) as it was
+        csv_path = leaderboard_dir / f"{suite.name}.csv"
+        all_tables = merge_tables(tables_from_csv(read_committed(csv_path)), tables, suite.unrecorded_provenance)
+        fresh = write_figures(backbone, suite, plotted, policies_dir, leaderboard_dir) if plots else []
+        # the page links every backbone's figures on disk, not only this run's (its tables cover them all)
+        figures = figure_links(leaderboard_dir, suite.name)
+        extra = "\n".join(f"### {title}\n\n![{title}]({path.relative_to(leaderboard_dir)})\n" for title, path in figures)
+        extra = ("## Figures\n\n" + extra) if extra else ""
+        further = []  # a suite's further metrics (ocr: MARIO-Eval's), beside the primary one's tables
+        if suite.leaderboard_metrics:
+            from jsbench.report.metric_tables import write_metric_tables
+
+            metrics_csv, section = write_metric_tables(leaderboard_dir, suite, made, steps_list)
+            further, extra = [metrics_csv], section + ("\n" + extra if extra else "")
+        md = leaderboard_dir / f"{suite.name}.md"
+        write_text_atomic(csv_path, render_csv(all_tables))
+        # the page is rendered from the CSV as written (6 decimals), so a section reads the same whether this run
+        # made it or an earlier one did (a fresh 0.98749999 and its CSV's 0.987500 round apart at 3 decimals)
+        page = tables_from_csv(read_committed(csv_path))
+        # the headline contrasts of the sections this run evaluated; the other sections keep theirs
+        contrasts_csv = contrasts_path(leaderboard_dir, suite.name)
+        contrasts = write_contrasts(contrasts_csv, [c for t in tables for c in section_contrasts(t, run_of, suite)],
+                                    [(t.backbone, t.model_id, t.steps) for t in tables], [(t.backbone, t.model_id, t.steps) for t in page])
+        write_text_atomic(md, render_markdown(page, suite.name, metric, REGENERATE_ALL, extra=extra, contrasts=contrasts,
+                                              overall_rule=suite.overall_rule))
+        # the per-image scores behind each row: what `--check` pairs a fresh run with
+        scores = write_scores(scores_path(leaderboard_dir, suite.name), all_tables, runs, suite.name, metric, provenance)
+        kept = readings.write()  # what the engine read in each image, for later checks
+        result.written = [md, csv_path, *([contrasts_csv] if contrasts else []), scores, *([kept] if kept else []), *further,
+                          *(p for _, p in fresh)]
+        discard_partial(records_path)  # every row is filed: the side files that let a rerun resume go now
         return result
-    # merge by (backbone, model, steps) section into the leaderboard already there: this run replaces the
-    # sections it evaluated and keeps every other one (another backbone's, another budget's) as it was
-    csv_path = leaderboard_dir / f"{suite.name}.csv"
-    all_tables = merge_tables(tables_from_csv(read_committed(csv_path)), tables, suite.unrecorded_provenance)
-    fresh = write_figures(backbone, suite, plotted, policies_dir, leaderboard_dir) if plots else []
-    # the page links every backbone's figures on disk, not only this run's (its tables cover them all)
-    figures = figure_links(leaderboard_dir, suite.name)
-    extra = "\n".join(f"### {title}\n\n![{title}]({path.relative_to(leaderboard_dir)})\n" for title, path in figures)
-    extra = ("## Figures\n\n" + extra) if extra else ""
-    further = []  # a suite's further metrics (ocr: MARIO-Eval's), beside the primary one's tables
-    if suite.leaderboard_metrics:
-        from jsbench.report.metric_tables import write_metric_tables
-
-        metrics_csv, section = write_metric_tables(leaderboard_dir, suite, made, steps_list)
-        further, extra = [metrics_csv], section + ("\n" + extra if extra else "")
-    md = leaderboard_dir / f"{suite.name}.md"
-    write_text_atomic(csv_path, render_csv(all_tables))
-    # the page is rendered from the CSV as written (6 decimals), so a section reads the same whether this run
-    # made it or an earlier one did (a fresh 0.98749999 and its CSV's 0.987500 round apart at 3 decimals)
-    page = tables_from_csv(read_committed(csv_path))
-    # the headline contrasts of the sections this run evaluated; the other sections keep theirs
-    contrasts_csv = contrasts_path(leaderboard_dir, suite.name)
-    contrasts = write_contrasts(contrasts_csv, [c for t in tables for c in section_contrasts(t, run_of, suite)],
-                                [(t.backbone, t.model_id, t.steps) for t in tables], [(t.backbone, t.model_id, t.steps) for t in page])
-    write_text_atomic(md, render_markdown(page, suite.name, metric, REGENERATE_ALL, extra=extra, contrasts=contrasts,
-                                          overall_rule=suite.overall_rule))
-    # the per-image scores behind each row: what `--check` pairs a fresh run with
-    scores = write_scores(scores_path(leaderboard_dir, suite.name), all_tables, runs, suite.name, metric, provenance)
-    kept = readings.write()  # what the engine read in each image, for later checks
-    result.written = [md, csv_path, *([contrasts_csv] if contrasts else []), scores, *([kept] if kept else []), *further,
-                      *(p for _, p in fresh)]
-    discard_partial(records_path)  # every row is filed: the side files that let a rerun resume go now
-    return result
+    finally:
+        readings.close()  # the engine is cached per process: the next run starts with its memo as built
 
 
 def with_ceiling(sources_by_steps: dict[int, list]) -> dict[int, list]:

@@ -37,6 +37,8 @@ PROGRESS_HELP = "Progress on stderr (lines in a log)."
 FORMAT_HELP = "table (80 columns); csv, json: exact."
 PLAN_HELP = "Print the cost (GPU-hours); load nothing."
 GPU_HELP = "GPU class --plan costs for: h100, h200, a100, l40s, a6000, 4090."
+#: the share of the committed OCR readings a check reads again (jsbench.report.readings): 1 in 8
+DEFAULT_REREAD = 0.125
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ class CompareRequest:
     strict: bool = option(False, "A missing row fails too.")
     plots: bool = option(True, "Write the figures.")
     tolerance: float = option(2.0, "Allowed drop, in paired SEs.")
-    reread: float = option(0.125, "Share of OCR readings reread.")
+    reread: float = option(DEFAULT_REREAD, "Share of OCR readings reread.")
     device: str | None = option(None, DEVICE_HELP)
     batch_size: int | None = option(None, IMAGES_BATCH_HELP, min=1)
     dtype: str | None = option(None, DTYPE_HELP)

@@ -8,10 +8,7 @@ from pathlib import Path
 
 from jsbench.rewards.ocr_readings import load_readings, merged, readings_path, section_key, write_readings
 
-__all__ = ["SectionReadings", "DEFAULT_REREAD"]
-
-#: the share of committed readings a check reads again (1 in 8): ~0.1 of an OCR check's reading time
-DEFAULT_REREAD = 0.125
+__all__ = ["SectionReadings"]
 
 
 class SectionReadings:
@@ -19,15 +16,22 @@ class SectionReadings:
     check, answered from the committed file (`answer_from_committed`, `summary`). A suite with no reading
     memo makes every call a no-op. `ctx`: the compare's DistContext (readings gathered over its processes)."""
 
-    def __init__(self, suite, leaderboard_dir: str | Path, ctx=None, log=print):
+    def __init__(self, suite, leaderboard_dir: str | Path, ctx=None, log=print, *, check: bool = False):
         declared = suite.reading_memo()
         self.identity, self.memo = declared if declared is not None else (None, None)
         self.path = readings_path(leaderboard_dir, suite.name)
-        self.ctx, self.log = ctx, log
+        self.ctx, self.log, self.check = ctx, log, check
         self.sections: dict[str, dict[bytes, tuple]] = {}
         self.answering = False
+        self.close()  # whatever an earlier run in this process left on the (cached) engine's memo
         # read before any image is sampled: a damaged file is refused now, not after the leaderboard is written
         self.committed = load_readings(self.path) if self.active else None
+
+    def close(self) -> None:
+        """The memo as built: no committed readings, no ledger."""
+        if self.active:
+            self.memo.use_committed({}, 1.0)
+            self.memo.ledger = None
 
     @property
     def active(self) -> bool:
@@ -60,12 +64,12 @@ class SectionReadings:
                 f"every one the same; {fresh:,} images it has no reading of were read")
 
     def start(self) -> None:
-        if self.active:
+        if self.active and not self.check:
             self.memo.ledger = {}
 
     def finish(self, backbone: str, model_id: str, steps: int) -> None:
         """File the readings since `start` under the section (backbone, model, steps), from every process."""
-        if not self.active:
+        if not self.active or self.check:
             return
         ledger, self.memo.ledger = self.memo.ledger or {}, None
         parts = self.ctx.gather_object(ledger) if self.ctx is not None else [ledger]
@@ -74,7 +78,8 @@ class SectionReadings:
             section.update(part)
 
     def write(self) -> Path | None:
-        """This run's sections over the committed file's others (main process only)."""
+        """This run's sections over the file's others as it is now (main process only; another compare may
+        have written a section since this one started)."""
         if not self.active or not self.sections:
             return None
-        return write_readings(self.path, merged(self.committed, self.identity, self.sections))
+        return write_readings(self.path, merged(load_readings(self.path), self.identity, self.sections))

@@ -286,6 +286,11 @@ class _OneCropPerRun:
         return [np.concatenate(outputs) for outputs in zip(*runs)]
 
 
+#: the version of RapidOcrEngine's own reading (how it calls rapidocr, `_OneCropPerRun`, the arena): raise it
+#: with any change there that could change a reading, so committed readings of the old code are not used
+READING_CODE = 1
+
+
 @register_engine("rapidocr")
 class RapidOcrEngine:
     """rapidocr-onnxruntime: PP-OCRv4 text detection + recognition, ONNX models shipped in the wheel.
@@ -338,11 +343,18 @@ class RapidOcrEngine:
         return tuple(r[1] for r in (result or []))
 
     def identity(self) -> dict:
-        """What decides a reading besides the pixels: the options and the installed versions of rapidocr and
-        of what it runs on. Committed readings are used only by an engine of the same identity."""
+        """What decides a reading besides the pixels: the options, the installed versions of rapidocr and of
+        what it runs on (onnxruntime, OpenCV, NumPy, and pyclipper and Shapely for its boxes), the machine's
+        architecture and this class's own reading code (READING_CODE). Committed readings are used only by an
+        engine of the same identity; what it cannot name (the CPU's vector unit under onnxruntime's kernels)
+        is what `--reread` checks."""
+        import platform
+
         return {"engine": self.name, "options": {"detect": self.detect, **self.rapidocr_options},
+                "reading_code": READING_CODE, "machine": platform.machine(),
                 "versions": installed_versions("rapidocr-onnxruntime", "onnxruntime", "opencv-python",
-                                               "opencv-python-headless", "numpy")}
+                                               "opencv-python-headless", "opencv-contrib-python", "numpy",
+                                               "pyclipper", "shapely")}
 
     def read_one(self, image: np.ndarray) -> str:
         return _one_line(self.detections(image))
