@@ -8,6 +8,7 @@ import pytest
 from jsbench.report.readme_tables import WORLDS, block_names, block_problems, fill_blocks, fill_pages, readme_tables, table_pages, baselines_list, verdict, weights_table
 
 ROOT = Path(__file__).resolve().parents[1]
+LEADERBOARDS = ROOT / "leaderboards"
 
 
 def _script():
@@ -22,7 +23,7 @@ def test_every_page_s_tables_are_the_leaderboards():
     pages = {path: path.read_text() for path in table_pages(ROOT)}
     assert ROOT / "README.md" in pages and ROOT / "docs" / "results.md" in pages
     tables = readme_tables(ROOT / "leaderboards")
-    assert set(tables) == {*WORLDS, "headline", "weights", "baselines"}
+    assert set(tables) == {*WORLDS, "headline", "peers", "weights", "baselines"}
     assert block_problems(pages, tables) == []  # every table placed once, in one page, and nothing else
     assert "headline" in block_names(pages[ROOT / "README.md"])
     for path, text in fill_pages(pages, tables).items():
@@ -54,6 +55,7 @@ def test_the_script_writes_and_checks_the_readme_and_every_docs_page(tmp_path, c
     (tmp_path / "docs" / "results.md").write_text("".join(stale(name) for name in WORLDS))
     (tmp_path / "docs" / "real-backbones.md").write_text(stale("weights"))
     (tmp_path / "docs" / "DESIGN.md").write_text(stale("baselines"))
+    (tmp_path / "docs" / "peer-methods.md").write_text(stale("peers"))
     (tmp_path / "docs" / "other.md").write_text("no tables\n")
     lb = ["--root", str(tmp_path), "--leaderboards", str(ROOT / "leaderboards")]
     assert script.main(["--check", *lb]) == 1
@@ -91,3 +93,27 @@ def test_the_baseline_list_names_every_registered_baseline():
     lines = baselines_list().splitlines()
     assert [line.split("`")[1] for line in lines] == sorted(BASELINES, key=lambda n: BASELINES[n].lab_order)
     assert "`jspo`" in baselines_list() and "(K >= 2, B >= 3)" in lines[3]
+
+
+def test_the_peers_table_has_a_line_per_section_with_a_peer_row(tmp_path):
+    import csv
+    import shutil
+
+    from jsbench.report.readme_tables import peers_table
+
+    with open(LEADERBOARDS / "geneval.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    kept = [r for r in rows if not (r["method"] == "indis" and r["steps"] == "5")]  # analytic 5 loses its distilled row
+    with open(tmp_path / "geneval.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(kept)
+    shutil.copy(LEADERBOARDS / "geneval.contrasts.csv", tmp_path)
+    table = peers_table(tmp_path)
+    values, contrasts = table.split("\n\n")[:2]
+    sections = [line.split(" | ")[:2] for line in values.splitlines()[2:]]
+    peer_sections = {(r["backbone"], r["steps"]) for r in kept if r["method"] in ("tpdm (js)", "indis")}
+    assert {(w.strip("| "), n) for w, n in sections} == peer_sections
+    line = next(l for l in values.splitlines() if l.startswith("| analytic | 5 |"))
+    assert line.split(" | ")[4] == "–"  # no indis row: a dash, not a number
+    assert all(l.count("[") == l.count("]") for l in contrasts.splitlines())

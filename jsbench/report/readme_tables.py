@@ -9,7 +9,8 @@ A world's table: one line per method (in the leaderboard's order), its overall s
 held-out score had not settled), its paired Δ vs default (one budget) and vs the learned global row, with
 the 95 % Student-t interval of a learned row's Δ vs global. The headline table: every section's headline
 contrasts (jsbench.report.contrasts) with their interval and the seeds that would resolve 0.02, and what the
-interval says in words.
+interval says in words. The peers table: the one-shot, step-by-step and distilled rows beside global and
+oss-image in each section that has a peer row, and their contrasts (docs/peer-methods.md).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 from jsbench.report.contrasts import contrasts_path, read_contrasts
 from jsbench.report.power import RESOLVE_DIFFERENCE
 
-__all__ = ["WORLDS", "world_table", "headline_table", "weights_table", "baselines_list", "readme_tables", "fill_blocks", "block_names", "table_pages",
+__all__ = ["WORLDS", "world_table", "headline_table", "peers_table", "weights_table", "baselines_list", "readme_tables", "fill_blocks", "block_names", "table_pages",
            "block_problems", "fill_pages"]
 
 # block name -> (suite, backbone)
@@ -130,6 +131,43 @@ def headline_table(leaderboards: Path) -> str:
     return "\n".join(out) + "\n"
 
 
+#: the peer-method tables' columns: (leaderboard method, heading) and (contrast name, heading)
+PEER_ROWS = (("js", "js (one-shot)"), ("tpdm (js)", "tpdm (step-by-step)"), ("indis", "indis (distilled)"), ("global", "global"),
+             ("oss-image", "oss-image"))
+PEER_CONTRASTS = ("step-by-step − global", "one-shot − step-by-step", "distilled − global", "reward − distilled")
+
+
+def peers_table(leaderboards: Path) -> str:
+    """The peer methods beside the one-shot policy, per GenEval section with a tpdm or indis row: each row's
+    overall score (†: not settled), then their headline contrasts with the 95 % t interval."""
+    with open(Path(leaderboards) / "geneval.csv", newline="") as f:
+        lines = [r for r in csv.DictReader(f) if r["task"] == "overall"]
+    at = {(r["backbone"], int(r["budget"] or r["steps"]), r["method"]): r for r in lines}
+    sections = list(dict.fromkeys((r["backbone"], int(r["budget"] or r["steps"])) for r in lines
+                                  if r["method"] in ("tpdm (js)", "indis")))
+    header = ["world", "steps", *(h for _, h in PEER_ROWS)]
+    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for world, n in sections:
+        cells = [world, str(n)]
+        for method, _ in PEER_ROWS:
+            r = at.get((world, n, method))
+            cells.append(_cell(_num(r["value"]), _num(r["stderr"])) + (" †" if r.get("converged") == "false" else "") if r else "–")
+        out.append("| " + " | ".join(cells) + " |")
+    contrasts = {(r["backbone"], r["steps"], r["contrast"]): r for r in read_contrasts(contrasts_path(leaderboards, "geneval"))}
+    header = ["world", "steps", *PEER_CONTRASTS]
+    out += ["", "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    for world, n in sections:
+        cells = [world, str(n)]
+        for name in PEER_CONTRASTS:
+            r = contrasts.get((world, n, name))
+            cells.append(f"{_signed(r['delta'])}{_interval(r['ci_low'], r['ci_high'])}" if r else "–")
+        out.append("| " + " | ".join(cells) + " |")
+    out += ["", "± one SE clustered by prompt, learned rows' counting their training seeds (†: held-out score not settled);",
+            "contrasts paired on the same images and by training seed, [lo, hi] their 95 % Student-t interval at the",
+            "Satterthwaite df. Made from leaderboards/geneval.csv and geneval.contrasts.csv."]
+    return "\n".join(out) + "\n"
+
+
 def _gib(entries: int, bytes_per_entry: int = 2) -> str:
     return f"{entries * bytes_per_entry / 2**30:.2f}"
 
@@ -176,6 +214,7 @@ def baselines_list() -> str:
 def readme_tables(leaderboards: Path) -> dict[str, str]:
     tables = {name: world_table(leaderboards, suite, backbone) for name, (suite, backbone) in WORLDS.items()}
     tables["headline"] = headline_table(leaderboards)
+    tables["peers"] = peers_table(leaderboards)
     tables["weights"] = weights_table()
     tables["baselines"] = baselines_list()
     return tables
