@@ -105,8 +105,7 @@ def test_a_compare_leaves_the_cached_engine_s_memo_as_built(tmp_path):
     suite = _Suite()
     pixels = _pixels([3])
     write_readings(readings_path(tmp_path, "ocr"), CommittedReadings({"engine": "e"}, {"s": {image_digest(pixels[0]): ("three",)}}))
-    readings = SectionReadings(suite, tmp_path, log=lambda msg: None, check=True)
-    readings.answer_from_committed(0.0)
+    readings = SectionReadings(suite, tmp_path, log=lambda msg: None, reread=0.0)
     assert read_distinct(pixels, _reader([]), suite.memo) == [("three",)]  # answered from the file
     readings.close()
     suite.memo.clear()
@@ -117,7 +116,7 @@ def test_a_compare_leaves_the_cached_engine_s_memo_as_built(tmp_path):
     read_distinct(_pixels([4]), _reader([]), suite.memo)
     writing.finish("analytic", "m", 3)
     assert list(writing.sections[section_key("analytic", "m", 3)].values()) == [("text 4",)]
-    checking = SectionReadings(suite, tmp_path / "other", log=lambda msg: None, check=True)
+    checking = SectionReadings(suite, tmp_path / "other", log=lambda msg: None, reread=0.125)
     checking.start()
     assert suite.memo.ledger is None
 
@@ -129,6 +128,14 @@ def test_reread_goes_with_check():
     with pytest.raises(JsbenchError, match="--reread goes with --check"):
         validate_compare_options(CompareRequest(suite="ocr", reread=1.0))
     validate_compare_options(CompareRequest(suite="ocr", reread=1.0, check=True))
+
+
+def _forget_images():
+    """Empty the memo of every engine this process has loaded (they are cached across runs)."""
+    from jsbench.rewards.ocr_engines import _LOADED
+
+    for engine in _LOADED.values():
+        engine.memo.clear()
 
 
 @pytest.mark.slow
@@ -151,8 +158,7 @@ def test_compare_check_answers_from_the_readings_compare_wrote(cli, tmp_path, mo
     reads = []
     detections = RapidOcrEngine.detections
     monkeypatch.setattr(RapidOcrEngine, "detections", lambda self, image: reads.append(1) or detections(self, image))
-    for engine in __import__("jsbench.rewards.ocr_engines", fromlist=["_LOADED"])._LOADED.values():
-        engine.memo.clear()  # this process's engine remembers the first run's images
+    _forget_images()  # this process's engine remembers the first run's images
     code, out, err = cli(*args, "--check", "--reread", "0")
     assert code == 0, err
     assert "passed" in out and not reads and "readings: 80 answered from ocr.readings.jsonl.gz, 0 of its images read again, every one the same; 0 images" in err  # 40 prompts x 2 rows
@@ -166,8 +172,7 @@ def test_compare_check_answers_from_the_readings_compare_wrote(cli, tmp_path, mo
     digest = next(iter(readings))
     written.sections[section][digest] = ("something else",)
     write_readings(path, written)
-    for engine in __import__("jsbench.rewards.ocr_engines", fromlist=["_LOADED"])._LOADED.values():
-        engine.memo.clear()
+    _forget_images()
     code, out, err = cli(*args, "--check", "--reread", "1")
     assert code == 2 and "in the committed readings" in err and "Traceback" not in err
 

@@ -78,9 +78,10 @@ def evaluate_learned_row(backbone, suite, seed_folders: list[Path], steps: int, 
 
 def validate_compare_options(request: CompareRequest, *, backbone_name: str | None = None) -> list[dict]:
     """The refusals of a request's options that need no model: `jsbench compare` runs them before any process
-    starts or weights load, and `run_compare` again for callers of the library. With --check: a negative
-    tolerance; a --reread outside [0, 1]; given the leaderboard folder (`request.leaderboards`), no committed leaderboard of the suite to
-    check against; given the backbone's name too (its class's), a check that would compare nothing (no
+    starts or weights load, and `run_compare` again for callers of the library. A --reread outside [0, 1],
+    or given without --check. With --check: a negative tolerance; given the leaderboard folder
+    (`request.leaderboards`), no committed leaderboard of the suite to check against; given the backbone's
+    name too (its class's), a check that would compare nothing (no
     committed row of that backbone at the request's budgets; the model, known once loaded, is checked after
     the evaluation). Returns the committed rows it read (empty when it read none), so the check that follows
     need not read them again."""
@@ -147,10 +148,9 @@ def run_compare(request: CompareRequest, backbone, suite, *, distilled: list = (
     committed_scores = read_scores(scores_path(leaderboard_dir, suite.name)) if check else {}
     from jsbench.report.readings import SectionReadings
 
-    readings = SectionReadings(suite, leaderboard_dir, ctx, log, check=check)  # an OCR suite's readings, kept or answered from
+    # an OCR suite's readings: kept by a writing run, answered from by a check
+    readings = SectionReadings(suite, leaderboard_dir, ctx, log, reread=request.reread if check else None)
     try:
-        if check:
-            readings.answer_from_committed(request.reread)
         runs: dict[tuple, object] = {}  # row key -> this run's per-image scores (EvalRun)
         ceiling_done = False
         plotted: dict[int, list] = {}

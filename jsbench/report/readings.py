@@ -12,20 +12,23 @@ __all__ = ["SectionReadings"]
 
 
 class SectionReadings:
-    """One compare's readings: collected per section (`start`, `finish`) and written (`write`), or, for a
-    check, answered from the committed file (`answer_from_committed`, `summary`). A suite with no reading
-    memo makes every call a no-op. `ctx`: the compare's DistContext (readings gathered over its processes)."""
+    """One compare's readings. A writing run (`reread` None) collects them per section (`start`, `finish`)
+    and writes them (`write`); a check (`reread`: the share read again) is answered from the committed file
+    (`summary` says how). A suite with no reading memo makes every call a no-op. `ctx`: the compare's
+    DistContext (readings gathered over its processes)."""
 
-    def __init__(self, suite, leaderboard_dir: str | Path, ctx=None, log=print, *, check: bool = False):
+    def __init__(self, suite, leaderboard_dir: str | Path, ctx=None, log=print, *, reread: float | None = None):
         declared = suite.reading_memo()
         self.identity, self.memo = declared if declared is not None else (None, None)
         self.path = readings_path(leaderboard_dir, suite.name)
-        self.ctx, self.log, self.check = ctx, log, check
+        self.ctx, self.log, self.check = ctx, log, reread is not None
         self.sections: dict[str, dict[bytes, tuple]] = {}
         self.answering = False
         self.close()  # whatever an earlier run in this process left on the (cached) engine's memo
         # read before any image is sampled: a damaged file is refused now, not after the leaderboard is written
         self.committed = load_readings(self.path) if self.active else None
+        if self.check:
+            self._answer_from_committed(reread)
 
     def close(self) -> None:
         """The memo as built: no committed readings, no ledger."""
@@ -37,7 +40,7 @@ class SectionReadings:
     def active(self) -> bool:
         return self.memo is not None
 
-    def answer_from_committed(self, reread: float) -> None:
+    def _answer_from_committed(self, reread: float) -> None:
         """Let the memo answer from the committed file, reading `reread` of it again; a file of another
         engine identity (options, versions) is not used, and the log says why."""
         if not self.active:
