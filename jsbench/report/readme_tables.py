@@ -56,6 +56,18 @@ def _interval(lo, hi) -> str:
     return f" [{_signed(lo)}, {_signed(hi)}]" if lo is not None and hi is not None else ""
 
 
+def _head(header: list[str]) -> list[str]:
+    """A Markdown table's heading and rule lines."""
+    return ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+
+
+def _score(row: dict | None) -> str:
+    """A leaderboard row's overall score ± SE, † where its held-out score had not settled; – for no row."""
+    if not row:
+        return "–"
+    return _cell(_num(row["value"]), _num(row["stderr"])) + (" †" if row.get("converged") == "false" else "")
+
+
 def _overall_lines(path: Path, backbone: str) -> list[dict]:
     with open(path, newline="") as f:
         return [r for r in csv.DictReader(f) if r["task"] == "overall" and r["backbone"] == backbone]
@@ -72,14 +84,13 @@ def world_table(leaderboards: Path, suite: str, backbone: str) -> str:
     if len(budgets) == 1:
         header.append("Δ vs default")
     header += [f"Δ vs global ({n} steps)" if len(budgets) > 1 else "Δ vs global" for n in budgets]
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out = _head(header)
     seeds = set()
     for m in methods:
         cells = [m]
         for n in budgets:
             r = at.get((m, n))
-            cell = _cell(_num(r["value"]), _num(r["stderr"])) if r else "–"
-            cells.append(cell + (" †" if r and r.get("converged") == "false" else ""))
+            cells.append(_score(r))
             if r and r.get("train_seeds"):
                 seeds.add(int(r["train_seeds"]))
         if len(budgets) == 1:
@@ -116,8 +127,8 @@ def headline_table(leaderboards: Path) -> str:
     rows = []
     for suite in ("geneval", "ocr"):
         rows += [(suite, r) for r in read_contrasts(contrasts_path(leaderboards, suite))]
-    header = ["suite", "world", "steps", "contrast", "Δ ± SE", "95 % t interval", "SE unpaired", "seeds", f"seeds for {RESOLVE_DIFFERENCE}", "says"]
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out = _head(["suite", "world", "steps", "contrast", "Δ ± SE", "95 % t interval", "SE unpaired", "seeds",
+                 f"seeds for {RESOLVE_DIFFERENCE}", "says"])
     for suite, r in rows:
         need = str(r["seeds_to_resolve"]) if r["seeds_to_resolve"] is not None else "– (images)"
         out.append(f"| {suite} | {r['backbone']} | {r['steps']} | {r['contrast']} | {_signed(r['delta'])} ± {r['stderr']:.3f} | "
@@ -145,17 +156,12 @@ def peers_table(leaderboards: Path) -> str:
     at = {(r["backbone"], int(r["budget"] or r["steps"]), r["method"]): r for r in lines}
     sections = list(dict.fromkeys((r["backbone"], int(r["budget"] or r["steps"])) for r in lines
                                   if r["method"] in ("tpdm (js)", "indis")))
-    header = ["world", "steps", *(h for _, h in PEER_ROWS)]
-    out = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out = _head(["world", "steps", *(h for _, h in PEER_ROWS)])
     for world, n in sections:
-        cells = [world, str(n)]
-        for method, _ in PEER_ROWS:
-            r = at.get((world, n, method))
-            cells.append(_cell(_num(r["value"]), _num(r["stderr"])) + (" †" if r.get("converged") == "false" else "") if r else "–")
+        cells = [world, str(n), *(_score(at.get((world, n, method))) for method, _ in PEER_ROWS)]
         out.append("| " + " | ".join(cells) + " |")
     contrasts = {(r["backbone"], r["steps"], r["contrast"]): r for r in read_contrasts(contrasts_path(leaderboards, "geneval"))}
-    header = ["world", "steps", *PEER_CONTRASTS]
-    out += ["", "| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    out += ["", *_head(["world", "steps", *PEER_CONTRASTS])]
     for world, n in sections:
         cells = [world, str(n)]
         for name in PEER_CONTRASTS:
