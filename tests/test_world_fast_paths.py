@@ -265,6 +265,73 @@ def test_in_place_posterior_mean_is_the_formula():
     assert torch.equal(table.posterior_mean(x_t, t, rows), want)
 
 
+def _training_like_rows(world, n_prompts: int, samples: int, seed: int):
+    """A training update's rows: each context (prompt, noise) repeated `samples` times at t = 1, as the
+    sampler's first step sees them, beside a context whose noise is another context's under a new prompt."""
+    from jsbench.world.detail import make_detail_prompts
+
+    g = torch.Generator().manual_seed(seed)
+    pool = [p["prompt"] for p in make_detail_prompts()]
+    prompts = [pool[int(i)] for i in torch.randint(len(pool), (n_prompts,), generator=g)]
+    noise = torch.randn(n_prompts, world.latent_dim, generator=g, dtype=torch.float64)
+    noise[-1] = noise[0]  # the same noise under two prompts is two computations, not one
+    x = noise.repeat_interleave(samples, 0)
+    return [p for p in prompts for _ in range(samples)], x, torch.ones(len(x), dtype=torch.float64)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_rows_sharing_mixture_state_and_time_are_computed_once_with_the_same_bits(seed, monkeypatch):
+    from jsbench.world import mixture
+    from jsbench.world.detail import DetailWorld
+
+    world = DetailWorld()
+    prompts, x, t = _training_like_rows(world, 12, 4, seed)
+    table, rows = world.table(prompts, dtype=torch.float64)
+    shared = table.gather(rows)
+    plain = mixture.RowMixtures(shared.means, shared.log_weights, shared.spread2)  # no keys: every row computed
+    computed = []
+    original = mixture.RowMixtures.posterior_mean
+    monkeypatch.setattr(mixture.RowMixtures, "posterior_mean", lambda self, x_t, t: computed.append(len(x_t)) or original(self, x_t, t))
+    want = plain.shared_posterior_mean(x, t)
+    got = shared.shared_posterior_mean(x, t)
+    assert torch.equal(got, want)
+    assert computed == [len(x), 12]  # 48 rows, one computation per context
+    t_later = torch.rand(len(x), generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    assert torch.equal(shared.shared_posterior_mean(x, t_later), plain.posterior_mean(x, t_later))  # own times: no sharing
+    assert computed[-2:] == [len(x), len(x)]
+
+
+def test_row_sharing_tells_minus_zero_from_zero_and_leaves_autograd_alone():
+    from jsbench.world.mixture import PromptMixture, MixtureTable
+
+    table = MixtureTable([PromptMixture(means=torch.randn(3, 2, dtype=torch.float64), log_weights=torch.zeros(3, dtype=torch.float64), spreads=0.5)],
+                         dtype=torch.float64)
+    rows = torch.zeros(2, dtype=torch.long)
+    shared = table.gather(rows)
+    x = torch.tensor([[0.0, 1.0], [-0.0, 1.0]], dtype=torch.float64)
+    assert shared._run_starts(x, torch.ones(2, dtype=torch.float64)) is None  # bitwise equality only
+    same = torch.tensor([[0.3, 1.0], [0.3, 1.0]], dtype=torch.float64, requires_grad=True)
+    assert shared._run_starts(same, torch.ones(2, dtype=torch.float64)) is None  # autograd sees every row
+    with torch.no_grad():
+        assert shared._run_starts(same, torch.ones(2, dtype=torch.float64)).tolist() == [True, False]
+
+
+def test_detail_sampler_groups_are_the_tables_rows():
+    """The detail sampler's per-prompt cached rows hold what a table of each size group's prompts gathers."""
+    from jsbench.backbones.detail import DetailBackbone
+
+    backbone = DetailBackbone()
+    prompts, _, _ = _training_like_rows(backbone.world, 16, 4, seed=3)
+    groups = backbone._mixture_groups(prompts)
+    assert sorted(torch.cat([sel for sel, _ in groups]).tolist()) == list(range(len(prompts)))
+    for sel, got in groups:
+        names = [prompts[i] for i in sel.tolist()]
+        table, rows = backbone.world.table(names, dtype=torch.float64)
+        want = table.gather(rows)
+        assert all(torch.equal(a, b) for a, b in zip((got.means, got.log_weights, got.spread2), (want.means, want.log_weights, want.spread2)))
+        assert torch.equal(got.keys == got.keys[:, None], rows == rows[:, None])  # one key per prompt
+
+
 # ------------------------------------------------------------------------------------------------ encoding
 
 

@@ -23,6 +23,7 @@ import torch
 from jsbench.backbones import register
 from jsbench.backbones.analytic import AnalyticBackbone
 from jsbench.world.detail import DetailWorld
+from jsbench.world.mixture import RowMixtures
 
 
 class DetailBackbone(AnalyticBackbone):
@@ -38,13 +39,16 @@ class DetailBackbone(AnalyticBackbone):
 
     def _mixture_groups(self, prompts: list[str]) -> list[tuple[torch.Tensor | None, object]]:
         """The analytic sampler's groups here: the rows of each mixture size (1 to 192 components), with their
-        gathered mixtures, so no row pays for another prompt's padding."""
-        sizes = [self.world.mixture(p).means.shape[0] for p in prompts]
+        mixtures, so no row pays for another prompt's padding. A row's mixture is its prompt's, made once per
+        prompt (`DetailWorld.row_mixture`) and copied: the values a table of the group's prompts would give."""
+        mixtures = [self.world.row_mixture(p, torch.float64, self.device) for p in prompts]
+        sizes = [m.means.shape[1] for m in mixtures]
         groups = []
         for size in sorted(set(sizes)):
             idx = [i for i, k in enumerate(sizes) if k == size]
-            table, rows = self.world.table([prompts[i] for i in idx], dtype=torch.float64, device=self.device)
-            groups.append((torch.tensor(idx, device=self.device), table.gather(rows)))
+            names = [prompts[i] for i in idx]
+            keys = torch.tensor([names.index(n) for n in names], device=self.device)  # rows of one prompt share a key
+            groups.append((torch.tensor(idx, device=self.device), RowMixtures.concat([mixtures[i] for i in idx], keys)))
         return groups
 
 

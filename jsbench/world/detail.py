@@ -39,7 +39,7 @@ import torch
 from jsbench import JsbenchError
 from jsbench.scoring.geneval import Detection
 from jsbench.splits import stable_hash
-from jsbench.world.mixture import MixtureTable, PromptMixture
+from jsbench.world.mixture import MixtureTable, PromptMixture, RowMixtures
 from jsbench.world.scenes import BACKGROUND, LATENT_DIM as SCENE_DIM, make_prompts
 
 __all__ = [
@@ -330,5 +330,16 @@ class DetailWorld:
         table = MixtureTable([detail_mixture(p) for p in distinct], dtype=dtype, device=device)
         return table, torch.tensor([distinct.index(k) for k in keys], dtype=torch.long, device=device)
 
+    def row_mixture(self, prompt: str, dtype=torch.float64, device=None) -> RowMixtures:
+        """The prompt's mixture as one gathered row [1, K, ...] of `dtype` on `device`, made once per prompt:
+        the detail sampler's groups are copies of these rows."""
+        return _row_mixture(_normalise(prompt), dtype, str(device) if device is not None else None)
+
     def render(self, latents: torch.Tensor, prompts: list[str]) -> torch.Tensor:
         return render_detail(latents)
+
+
+@lru_cache(maxsize=1024)
+def _row_mixture(prompt: str, dtype: torch.dtype, device: str | None) -> RowMixtures:
+    one = MixtureTable([detail_mixture(prompt)], dtype=dtype, device=device).gather(torch.zeros(1, dtype=torch.long, device=device))
+    return RowMixtures(means=one.means, log_weights=one.log_weights, spread2=one.spread2)

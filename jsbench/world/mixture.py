@@ -53,7 +53,7 @@ class MixtureTable:
 
     def gather(self, rows: torch.Tensor) -> "RowMixtures":
         """Each row's mixture [B, K, ...], gathered once for a sampler that asks for many posterior means."""
-        return RowMixtures(means=self.means[rows], log_weights=self.log_weights[rows], spread2=self.spreads[rows].square())
+        return RowMixtures(means=self.means[rows], log_weights=self.log_weights[rows], spread2=self.spreads[rows].square(), keys=rows)
 
     def sample_data(self, rows: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """Exact draws x_0 from each row's mixture (the reference distribution)."""
@@ -66,11 +66,44 @@ class MixtureTable:
 
 @dataclass(frozen=True)
 class RowMixtures:
-    """The mixtures of a batch's rows: means [B, K, D], log weights [B, K], squared spreads [B, K, D]."""
+    """The mixtures of a batch's rows: means [B, K, D], log weights [B, K], squared spreads [B, K, D], and
+    optionally each row's mixture identity `keys` [B] (rows of equal key have the same mixture), which lets
+    `shared_posterior_mean` compute neighbouring rows of the same mixture, state and time once."""
 
     means: torch.Tensor
     log_weights: torch.Tensor
     spread2: torch.Tensor
+    keys: torch.Tensor | None = None
+
+    @staticmethod
+    def concat(parts: list["RowMixtures"], keys: torch.Tensor | None = None) -> "RowMixtures":
+        """The rows of `parts` one after another (copies of the same values), with the given keys."""
+        return RowMixtures(means=torch.cat([p.means for p in parts]), log_weights=torch.cat([p.log_weights for p in parts]),
+                           spread2=torch.cat([p.spread2 for p in parts]), keys=keys)
+
+    def shared_posterior_mean(self, x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        """`posterior_mean`, computing each run of neighbouring rows equal in key, state and time once.
+
+        A training update samples K schedules from each context, so the sampler's first step starts K rows from
+        the same noise at the same time under the same mixture. Every operation of `posterior_mean` acts on each
+        row alone (elementwise, or reducing within the row), so a row's result is the same bits in a smaller
+        batch (tests/test_world_fast_paths.py)."""
+        first = self._run_starts(x_t, t)
+        if first is None:
+            return self.posterior_mean(x_t, t)
+        shared = RowMixtures(self.means[first], self.log_weights[first], self.spread2[first])
+        return shared.posterior_mean(x_t[first], t[first])[first.cumsum(0) - 1]
+
+    def _run_starts(self, x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor | None:
+        """A mask of the rows that start a run of rows equal to their predecessor in key, state and time (bit
+        for bit), or None when every row starts its own (nothing to share) or autograd needs every row."""
+        if self.keys is None or x_t.shape[0] < 2 or x_t.dim() != 2 or torch.is_grad_enabled() and (x_t.requires_grad or t.requires_grad):
+            return None
+        bits_x, bits_t = _bits(x_t), _bits(t)
+        same = (self.keys[1:] == self.keys[:-1]) & (bits_t[1:] == bits_t[:-1]) & (bits_x[1:] == bits_x[:-1]).all(1)
+        if not bool(same.any()):
+            return None
+        return torch.cat([same.new_ones(1), ~same])
 
     def posterior_mean(self, x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
         """E[x_0 | x_t] of each row under its own mixture, at its own time t[b].
@@ -107,6 +140,12 @@ class RowMixtures:
         return (x0_k * resp[..., None]).sum(1)
 
 
+def _bits(values: torch.Tensor) -> torch.Tensor:
+    """The values' bit patterns as integers of their width, so that equality is identity (-0.0 is not 0.0)."""
+    width = {torch.float64: torch.int64, torch.float32: torch.int32, torch.float16: torch.int16, torch.bfloat16: torch.int16}
+    return values.contiguous().view(width[values.dtype]) if values.dtype in width else values
+
+
 def euler_flow(table: MixtureTable, x_T: torch.Tensor, rows: torch.Tensor, sigmas: torch.Tensor) -> torch.Tensor:
     """Integrate every row along its own schedule sigmas[b] (1 -> 0) with Euler steps; returns x_0."""
     return euler_flow_rows(table.gather(rows), x_T, sigmas)  # the rows' mixtures are the same at every step
@@ -123,6 +162,6 @@ def euler_flow_rows(mixtures: "RowMixtures", x_T: torch.Tensor, sigmas: torch.Te
 def euler_update(mixtures: RowMixtures, x: torch.Tensor, t: torch.Tensor, t_next: torch.Tensor) -> torch.Tensor:
     """One Euler step of `euler_flow` for every row, from its time t[b] to t_next[b]: the step a sampler that
     interleaves other work with its steps takes (`AnalyticBackbone.euler_stepper`), the same bits."""
-    x0_hat = mixtures.posterior_mean(x, t)
+    x0_hat = mixtures.shared_posterior_mean(x, t)  # a training update's K samples of a context start as one row
     eps_hat = (x - (1.0 - t)[:, None] * x0_hat) / t[:, None]
     return (1.0 - t_next)[:, None] * x0_hat + t_next[:, None] * eps_hat
