@@ -119,6 +119,60 @@ def test_the_free_start_is_used_and_lowers_the_endpoint_error(analytic):
     torch.testing.assert_close(analytic.sample_latents(x_T, cond, rows).double(), x.to(analytic.dtype).double())
 
 
+def _counting(bb, monkeypatch):
+    """Rows the backbone's velocity is asked for, counted."""
+    calls = []
+    original = type(bb).velocity
+    monkeypatch.setattr(bb, "velocity", lambda x, sigma, cond: calls.append(x.shape[0]) or original(bb, x, sigma, cond))
+    return calls
+
+
+@pytest.mark.parametrize("order", [(3, 5), (5, 3)])
+def test_shared_searches_give_each_step_count_the_bits_of_its_own_search(analytic, monkeypatch, order):
+    from jsbench.zoo.oss import shared_searches
+
+    cond, x_T = _rows(analytic, prompts=3)
+    M = 20
+    teacher = analytic.default_sigmas(M, x_T)[0]
+    alone = {n: oss_paths(analytic, cond, x_T, n, teacher) for n in order}  # outside: every call its own search
+    calls = _counting(analytic, monkeypatch)
+    with shared_searches():
+        shared = {n: oss_paths(analytic, cond, x_T, n, teacher) for n in order}
+        pinned = oss_paths(analytic, cond, x_T, 3, teacher, free_start=False)  # another start rule: its own search
+        other = oss_paths(analytic, cond, x_T.clone().mul_(1.0 + 2**-20), 3, teacher)  # other noise: its own search
+    B = x_T.shape[0]
+    assert sum(calls) == B * (M + 5 * M) + B * (M + 1 + 2 * M) + B * (M + 3 * M)  # one teacher and five levels, not two and eight
+    for n in order:
+        assert torch.equal(shared[n][0], alone[n][0]) and torch.equal(shared[n][1], alone[n][1])
+    assert torch.equal(pinned[0], oss_paths(analytic, cond, x_T, 3, teacher, free_start=False)[0])
+    assert not torch.equal(other[1], shared[3][1])
+    calls.clear()
+    oss_paths(analytic, cond, x_T, 3, teacher)  # after the block nothing is kept
+    assert sum(calls) == B * (M + 3 * M)
+
+
+def test_shared_searches_stay_within_their_budget(analytic):
+    from jsbench.zoo import oss
+
+    cond, x_T = _rows(analytic, prompts=2)
+    teacher = analytic.default_sigmas(12, x_T)[0]
+    with oss.shared_searches(budget=1) as memo:  # no search fits: none is kept, each is computed
+        oss_paths(analytic, cond, x_T, 2, teacher)
+        assert memo.searches == []
+    with oss.shared_searches() as memo:
+        first = oss_paths(analytic, cond, x_T, 2, teacher)
+        size = memo.searches[0].nbytes()
+        memo.budget = int(1.5 * size)  # room for one: the older is dropped for the newer
+        cond2, x_T2 = _rows(analytic, prompts=2, seeds=(2, 3))
+        oss_paths(analytic, cond2, x_T2, 2, teacher)
+        assert len(memo.searches) == 1 and torch.equal(memo.searches[0].x0, x_T2.double())
+        with oss.shared_searches() as inner:  # nested: the same memo
+            assert inner is memo
+        assert oss._SEARCHES is memo
+    assert oss._SEARCHES is None
+    assert torch.equal(first[0], oss_paths(analytic, cond, x_T, 2, teacher)[0])
+
+
 def test_reference_median_keeps_the_integer_division_quirk():
     # reference indices (clean end 0) of three samples' 2-step paths, as grid indices for M = 10
     ref = [[3, 9], [4, 7], [6, 8]]

@@ -34,6 +34,7 @@ call), not the schedule; its text-to-image (Flux) pipeline runs without it, as j
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from typing import Callable
 
 import torch
@@ -48,6 +49,8 @@ __all__ = [
     "velocity_fn",
     "teacher_trajectory",
     "oss_paths",
+    "OssSearch",
+    "shared_searches",
     "reference_median",
     "path_sigmas",
     "oss_mean_search",
@@ -119,35 +122,71 @@ def oss_paths(backbone, cond, x_T: torch.Tensor, steps: int, teacher: torch.Tens
     noise at the teacher's first level (1). Returns (paths [B, N+1] long: the teacher grid indices each
     sample's N steps run through, 0 = the teacher's first level, M = its end; endpoint costs [B] float64).
     Every tensor is built on x_T's device.
+
+    Level k of the DP does not depend on the step count asked for (N only picks where the trace-back
+    starts), so within `shared_searches` a search is kept and a later call on the same batch with another N
+    reads its levels or adds the missing ones: `compare --steps 3 --steps 5` runs one teacher and five levels
+    per image instead of two teachers and eight levels, with the same bits as separate searches.
     """
-    velocity, work = velocity_fn(backbone)
     M = teacher.numel() - 1
     if not 1 <= steps <= M:
         raise ZooError(f"oss: {steps} student steps need a teacher with at least as many steps (teacher has {M})")
-    dev = x_T.device
-    grid = teacher_grid(teacher, x_T, work)
-    B = x_T.shape[0]
-    x0 = x_T.to(work)
-    vel = _velocity_rows(backbone, velocity, cond, B, work, chunk)
-    traj = teacher_trajectory(vel, x0, grid).transpose(0, 1)  # [B, M+1, ...]
-    feat = tuple(range(2, traj.dim()))
-    states = x0[:, None].expand(B, M + 1, *x0.shape[1:]).clone()  # every point holds the noise until reached
-    cost = torch.full((B, M + 1), float("inf"), dtype=torch.float64, device=dev)
-    parent = torch.zeros(B, M + 1, dtype=torch.long, device=dev)  # a point never reached traces to the noise
-    parents = []
-    per_call = max(1, 2**24 // max(1, x0[0].numel() * B))  # targets per landing tensor [B, Q, ...]
-    # one landing buffer for every block, written in place (fresh [B, Q, ...] tensors cost more in page faults
-    # than their arithmetic); a block's view of it is contiguous, as a fresh tensor would be, so its mean
-    # reduces in the same order
-    scratch = torch.empty(B * min(per_call, M) * x0[0].numel(), dtype=work, device=dev)
-    trail = [1] * (x0.dim() - 1)
-    for k in range(steps):
-        sources = list(range(M)) if (free_start or k > 0) else [0]
+    memo = _SEARCHES
+    search = memo.find(backbone, cond, x_T, teacher, free_start, chunk) if memo is not None else None
+    if search is None:
+        search = OssSearch(backbone, cond, x_T, teacher, free_start, chunk)
+        if memo is not None:
+            memo.keep(search)
+    while search.levels < steps:
+        search.advance()
+    return search.paths(steps)
+
+
+class OssSearch:
+    """`oss_paths`' DP on one batch, a level at a time: the teacher trajectory, then per level every grid
+    point's kept state, cost and parent. `advance` adds a level; `paths(N)` traces back from level N."""
+
+    def __init__(self, backbone, cond, x_T: torch.Tensor, teacher: torch.Tensor, free_start: bool = True, chunk: int | None = None):
+        velocity, work = velocity_fn(backbone)
+        self.backbone, self.cond, self.free_start, self.chunk = backbone, cond, free_start, chunk
+        self.key = _batch_key(cond, x_T, teacher, free_start, chunk)
+        self.M = M = teacher.numel() - 1
+        self.dev = dev = x_T.device
+        self.grid = teacher_grid(teacher, x_T, work)
+        B = self.B = x_T.shape[0]
+        self.x0 = x0 = x_T.to(work)
+        self.vel = _velocity_rows(backbone, velocity, cond, B, work, chunk)
+        self.traj = teacher_trajectory(self.vel, x0, self.grid).transpose(0, 1)  # [B, M+1, ...]
+        self.states = x0[:, None].expand(B, M + 1, *x0.shape[1:]).clone()  # every point holds the noise until reached
+        self.cost = torch.full((B, M + 1), float("inf"), dtype=torch.float64, device=dev)
+        self.parent = torch.zeros(B, M + 1, dtype=torch.long, device=dev)  # a point never reached traces to the noise
+        self.parents: list[torch.Tensor] = []  # level k's parent table
+        self.end_costs: list[torch.Tensor] = []  # level k's cost at the teacher's end point, [B]
+        self.per_call = max(1, 2**24 // max(1, x0[0].numel() * B))  # targets per landing tensor [B, Q, ...]
+
+    @property
+    def levels(self) -> int:
+        return len(self.parents)
+
+    def nbytes(self) -> int:
+        return sum(t.numel() * t.element_size() for t in (self.traj, self.states, self.cost, self.parent, *self.parents))
+
+    def advance(self) -> None:
+        """Add level k = `levels` + 1."""
+        M, B, dev, x0, grid, per_call, traj = self.M, self.B, self.dev, self.x0, self.grid, self.per_call, self.traj
+        states, cost = self.states, self.cost
+        feat = tuple(range(2, traj.dim()))
+        trail = [1] * (x0.dim() - 1)
+        sources = list(range(M)) if (self.free_start or self.levels > 0) else [0]
         src = torch.tensor(sources, device=dev)
-        v = vel(states[:, src].transpose(0, 1).reshape(-1, *x0.shape[1:]), grid[src].repeat_interleave(B))
+        v = self.vel(states[:, src].transpose(0, 1).reshape(-1, *x0.shape[1:]), grid[src].repeat_interleave(B))
         v = v.view(len(sources), B, *x0.shape[1:])
-        parent = parent.clone()
+        parent = self.parent.clone()
         reached = torch.zeros(B, M + 1, dtype=torch.bool, device=dev)  # points a source of this step lands nearer
+        # one landing buffer for every block, written in place (fresh [B, Q, ...] tensors cost more in page faults
+        # than their arithmetic); a block's view of it is contiguous, as a fresh tensor would be, so its mean
+        # reduces in the same order
+        scratch = torch.empty(B * min(per_call, M) * x0[0].numel(), dtype=x0.dtype, device=dev)
         for si, p in enumerate(sources):
             for lo in range(p + 1, M + 1, per_call):
                 hi = min(lo + per_call, M + 1)
@@ -171,13 +210,77 @@ def oss_paths(backbone, cond, x_T: torch.Tensor, steps: int, teacher: torch.Tens
             dt = (grid[lo:hi] - grid[best]).view(B, hi - lo, *trail)
             landed = torch.mul(dt, v[slot[best], rows]).add_(states[rows, best])
             nxt[:, lo:hi] = torch.where(reached[:, lo:hi].view(B, hi - lo, *trail), landed, nxt[:, lo:hi])
-        parents.append(parent)
-        states = nxt
-    paths = torch.empty(B, steps + 1, dtype=torch.long, device=dev)
-    paths[:, steps] = M
-    for k in range(steps - 1, -1, -1):
-        paths[:, k] = parents[k].gather(1, paths[:, k + 1 : k + 2])[:, 0]
-    return paths, cost[:, M]
+        self.parents.append(parent)
+        self.end_costs.append(cost[:, M].clone())
+        self.parent, self.states = parent, nxt
+
+    def paths(self, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(paths [B, N+1], endpoint costs [B]) of N = `steps` levels, traced back from the teacher's end."""
+        paths = torch.empty(self.B, steps + 1, dtype=torch.long, device=self.dev)
+        paths[:, steps] = self.M
+        for k in range(steps - 1, -1, -1):
+            paths[:, k] = self.parents[k].gather(1, paths[:, k + 1 : k + 2])[:, 0]
+        return paths, self.end_costs[steps - 1].clone()
+
+
+def _batch_key(cond, x_T: torch.Tensor, teacher: torch.Tensor, free_start: bool, chunk: int | None) -> tuple:
+    """What a search's result depends on besides the backbone: the rows' prompts and noise (its bytes), the
+    teacher's levels, the start rule and the chunking."""
+    return (tuple(cond.prompts), tuple(x_T.shape), str(x_T.dtype), str(x_T.device), _bytes_digest(x_T), _bytes_digest(teacher), free_start, chunk)
+
+
+def _bytes_digest(t: torch.Tensor) -> str:
+    """BLAKE2b of a tensor's bytes: equal only for bit-equal values (`digest` rounds, for schedule rows)."""
+    import hashlib
+
+    return hashlib.blake2b(t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes(), digest_size=16).hexdigest()
+
+
+class _SearchMemo:
+    """The searches of the last batches, on the CPU only and within `budget` bytes (oldest dropped first): a
+    compare's sections at other step counts ask for the same batches in the same order. A search holds
+    its backbone, so a kept search is found only for that very model."""
+
+    def __init__(self, budget: int = 2**29):
+        self.budget = budget
+        self.searches: list[OssSearch] = []
+
+    def find(self, backbone, cond, x_T, teacher, free_start, chunk) -> OssSearch | None:
+        if x_T.device.type != "cpu":
+            return None
+        key = _batch_key(cond, x_T, teacher, free_start, chunk)
+        # the backbone itself, not its name: the entry holds it, so its id is never another model's
+        return next((s for s in self.searches if s.backbone is backbone and s.key == key), None)
+
+    def keep(self, search: OssSearch) -> OssSearch:
+        if search.dev.type == "cpu":
+            self.searches.append(search)
+            while len(self.searches) > 1 and sum(s.nbytes() for s in self.searches) > self.budget:
+                self.searches.pop(0)
+            if self.searches[0].nbytes() > self.budget:
+                self.searches.clear()
+        return search
+
+    def clear(self) -> None:
+        self.searches.clear()
+
+
+_SEARCHES: _SearchMemo | None = None  # set by `shared_searches`
+
+
+@contextmanager
+def shared_searches(budget: int = 2**29):
+    """Within it, `oss_paths` keeps its searches (at most `budget` bytes of them, on the CPU) for calls on the
+    same batch at other step counts; they are dropped when it ends. Nested uses share the outer one's."""
+    global _SEARCHES
+    outer = _SEARCHES
+    if outer is None:
+        _SEARCHES = _SearchMemo(budget)
+    try:
+        yield _SEARCHES
+    finally:
+        if outer is None:
+            _SEARCHES = None
 
 
 def reference_median(paths: torch.Tensor) -> torch.Tensor:
