@@ -145,6 +145,33 @@ def test_bench_throughput_counts_each_image_once(tmp_path):
     assert images == 6 * 2 and seconds > 0  # GenEval's six tasks, one prompt each, two images: not once per record
 
 
+@pytest.mark.slow  # two small jsbench compare subprocesses
+def test_bench_main_command_times_both_sides_and_writes_nothing_into_the_checkout(tmp_path):
+    import subprocess
+
+    from jsbench.analysis import throughput
+
+    root = Path(__file__).resolve().parents[1]
+    status = lambda: subprocess.run(["git", "status", "--porcelain"], cwd=root, capture_output=True, text=True).stdout  # noqa: E731
+    before = status()
+    sides = [throughput.Side("new", root), throughput.Side("old", root)]
+    small = ("compare", "--steps", "3", "--seeds", "1", "--limit", "1", "--zoo", "none", "--no-plots", "--policies", str(tmp_path / "none"))
+    logged = []
+    entry = throughput.measure_main(sides, 2, small, log=logged.append)
+    assert status() == before  # leaderboards and records went to a scratch folder
+    assert entry["command"] == "jsbench " + " ".join(small)
+    assert entry["new"]["images"] == entry["old"]["images"] == [2 * 6]  # default and ceiling, six tasks, one image each
+    for label in ("new", "old"):
+        assert entry[label]["wall_seconds"]["n"] == 2 and entry[label]["cpu_seconds"]["median"] > 0
+    assert entry["speedup"]["wall"]["n"] == 2 and entry["speedup"]["cpu"]["min"] > 0
+    assert [("old " in ln) for ln in logged] == [False, True, True, False]  # alternating, the order flipped
+
+
+def test_bench_main_command_refuses_an_unknown_base(capsys):
+    assert _script("main_command").main(["--base", "no-such-commit"]) == 2
+    assert "no commit 'no-such-commit'" in capsys.readouterr().err
+
+
 def test_bench_throughput_refuses_an_unknown_base(capsys):
     assert _script("throughput").main(["--base", "no-such-commit", "--worlds", "analytic"]) == 2
     assert "no commit 'no-such-commit'" in capsys.readouterr().err

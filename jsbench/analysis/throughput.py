@@ -13,12 +13,18 @@ Each workload runs as a `python -m jsbench` subprocess at the shipped settings w
 
 The ratio is old seconds over new seconds (> 1: this checkout is faster), per repeat, then its median and
 range across repeats.
+
+- The README's main command (`measure_main`): `jsbench compare` as a new user runs it, each side with its own
+  policies and at its own defaults (processes included), writing its leaderboards, records and figures into a
+  scratch folder, never a checkout's; wall seconds and CPU seconds (the command and every process it waited
+  for), and the images it evaluated (its records), since an older commit may ship fewer rows.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -172,6 +178,47 @@ def measure(worlds: list[World], sides: list[Side], repeats: int, *, train: bool
                 }
             result[world.name] = entry
     return result
+
+
+MAIN_COMMAND = ("compare",)  # the README's main job, as its set-up line runs it
+
+
+def time_main_command(side: Side, scratch: Path, args: tuple[str, ...] = MAIN_COMMAND) -> dict:
+    """Wall and CPU seconds of one `jsbench <args>` run in `side`, and the images its records count; its
+    leaderboards, records and figures go to `scratch`."""
+    out = scratch / f"main-{side.label}"
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    wall, _ = _run(side, [*args, "--leaderboards", str(out / "leaderboards"), "--records", str(out / "records.jsonl"),
+                          "--no-progress"], "the main command")
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
+    images = sum(r["n_images"] for r in records if r.get("task") == "overall")
+    shutil.rmtree(out, ignore_errors=True)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"wall_seconds": wall, "cpu_seconds": cpu, "images": images}
+
+
+def measure_main(sides: list[Side], repeats: int, args: tuple[str, ...] = MAIN_COMMAND, log=print) -> dict:
+    """The main command on every side, alternating (the order flips each repeat): per side its wall and CPU
+    seconds and images, and the old/new ratios of both."""
+    runs: dict[str, list[dict]] = {s.label: [] for s in sides}
+    with tempfile.TemporaryDirectory(prefix="jsbench-main-") as tmp:
+        for r in range(repeats):
+            for side in (sides if r % 2 == 0 else sides[::-1]):
+                run = time_main_command(side, Path(tmp), args)
+                runs[side.label].append(run)
+                log(f"  main command {side.label:8s} repeat {r + 1}: {run['wall_seconds']:.1f} s wall, "
+                    f"{run['cpu_seconds']:.1f} s CPU, {run['images']} images")
+    new, old = sides[0].label, sides[-1].label
+    entry: dict = {"command": "jsbench " + " ".join(args)}
+    for label, rs in runs.items():
+        entry[label] = {"wall_seconds": _spread([x["wall_seconds"] for x in rs]), "cpu_seconds": _spread([x["cpu_seconds"] for x in rs]),
+                        "images": sorted({x["images"] for x in rs})}
+    if new != old:
+        entry["speedup"] = {k: _spread([o[f"{k}_seconds"] / n[f"{k}_seconds"] for o, n in zip(runs[old], runs[new])]) for k in ("wall", "cpu")}
+    return entry
 
 
 def table(result: dict, new: str, old: str) -> list[str]:
