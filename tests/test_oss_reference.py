@@ -129,7 +129,7 @@ def _counting(bb, monkeypatch):
 
 @pytest.mark.parametrize("order", [(3, 5), (5, 3)])
 def test_shared_searches_give_each_step_count_the_bits_of_its_own_search(analytic, monkeypatch, order):
-    from jsbench.zoo.oss import shared_searches
+    from jsbench.zoo.kept_searches import shared_searches
 
     cond, x_T = _rows(analytic, prompts=3)
     M = 20
@@ -152,24 +152,24 @@ def test_shared_searches_give_each_step_count_the_bits_of_its_own_search(analyti
 
 
 def test_shared_searches_stay_within_their_budget(analytic):
-    from jsbench.zoo import oss
+    from jsbench.zoo import kept_searches
 
     cond, x_T = _rows(analytic, prompts=2)
     teacher = analytic.default_sigmas(12, x_T)[0]
-    with oss.shared_searches(budget=1) as memo:  # no search fits: none is kept, each is computed
+    with kept_searches.shared_searches(budget=1) as memo:  # no search fits: none is kept, each is computed
         oss_paths(analytic, cond, x_T, 2, teacher)
         assert memo.searches == []
-    with oss.shared_searches() as memo:
+    with kept_searches.shared_searches() as memo:
         first = oss_paths(analytic, cond, x_T, 2, teacher)
         size = memo.searches[0].nbytes()
         memo.budget = int(1.5 * size)  # room for one: the older is dropped for the newer
         cond2, x_T2 = _rows(analytic, prompts=2, seeds=(2, 3))
         oss_paths(analytic, cond2, x_T2, 2, teacher)
         assert len(memo.searches) == 1 and torch.equal(memo.searches[0].x0, x_T2.double())
-        with oss.shared_searches() as inner:  # nested: the same memo
+        with kept_searches.shared_searches() as inner:  # nested: the same memo
             assert inner is memo
-        assert oss._SEARCHES is memo
-    assert oss._SEARCHES is None
+        assert kept_searches.active() is memo
+    assert kept_searches.active() is None
     assert torch.equal(first[0], oss_paths(analytic, cond, x_T, 2, teacher)[0])
 
 

@@ -173,7 +173,7 @@ def run_compare(request: CompareRequest, backbone, suite, *, distilled: list = (
 
         rows_total = sum(sum(len(sp) if isinstance(sp, list) else 1 for sp in specs) + len(distilled) for _, specs in plan)
         n_items = len(items) if items is not None else len(suite.items("test"))
-        from jsbench.zoo.oss import shared_searches
+        from jsbench.zoo.kept_searches import shared_searches
 
         # shared_searches: oss-image's per-image DP at one step count has the levels of every smaller one
         with image_bar(f"[bold]compare {backbone.name} · {suite.name}", rows_total * n_items * seeds, progress and main) as bar, shared_searches():

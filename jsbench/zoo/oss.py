@@ -34,12 +34,12 @@ call), not the schedule; its text-to-image (Flux) pipeline runs without it, as j
 
 from __future__ import annotations
 
-from contextlib import contextmanager
 from typing import Callable
 
 import torch
 
 from jsbench.schedule import check_sigmas
+from jsbench.zoo import kept_searches
 from jsbench.zoo.cache import cached_row, train_items
 from jsbench.zoo.clock import ZooError, digest
 from jsbench.zoo.registry import constant_source, register_zoo
@@ -50,7 +50,6 @@ __all__ = [
     "teacher_trajectory",
     "oss_paths",
     "OssSearch",
-    "shared_searches",
     "reference_median",
     "path_sigmas",
     "oss_mean_search",
@@ -131,7 +130,7 @@ def oss_paths(backbone, cond, x_T: torch.Tensor, steps: int, teacher: torch.Tens
     M = teacher.numel() - 1
     if not 1 <= steps <= M:
         raise ZooError(f"oss: {steps} student steps need a teacher with at least as many steps (teacher has {M})")
-    memo = _SEARCHES
+    memo = kept_searches.active()
     search = memo.find(backbone, cond, x_T, teacher, free_start, chunk) if memo is not None else None
     if search is None:
         search = OssSearch(backbone, cond, x_T, teacher, free_start, chunk)
@@ -149,7 +148,7 @@ class OssSearch:
     def __init__(self, backbone, cond, x_T: torch.Tensor, teacher: torch.Tensor, free_start: bool = True, chunk: int | None = None):
         velocity, work = velocity_fn(backbone)
         self.backbone, self.cond, self.free_start, self.chunk = backbone, cond, free_start, chunk
-        self.key = _batch_key(cond, x_T, teacher, free_start, chunk)
+        self.key = kept_searches.batch_key(cond, x_T, teacher, free_start, chunk)
         self.M = M = teacher.numel() - 1
         self.dev = dev = x_T.device
         self.grid = teacher_grid(teacher, x_T, work)
@@ -221,66 +220,6 @@ class OssSearch:
         for k in range(steps - 1, -1, -1):
             paths[:, k] = self.parents[k].gather(1, paths[:, k + 1 : k + 2])[:, 0]
         return paths, self.end_costs[steps - 1].clone()
-
-
-def _batch_key(cond, x_T: torch.Tensor, teacher: torch.Tensor, free_start: bool, chunk: int | None) -> tuple:
-    """What a search's result depends on besides the backbone: the rows' prompts and noise (its bytes), the
-    teacher's levels, the start rule and the chunking."""
-    return (tuple(cond.prompts), tuple(x_T.shape), str(x_T.dtype), str(x_T.device), _bytes_digest(x_T), _bytes_digest(teacher), free_start, chunk)
-
-
-def _bytes_digest(t: torch.Tensor) -> str:
-    """BLAKE2b of a tensor's bytes: equal only for bit-equal values (`digest` rounds, for schedule rows)."""
-    import hashlib
-
-    return hashlib.blake2b(t.detach().cpu().contiguous().view(-1).view(torch.uint8).numpy().tobytes(), digest_size=16).hexdigest()
-
-
-class _SearchMemo:
-    """The searches of the last batches, on the CPU only and within `budget` bytes (oldest dropped first): a
-    compare's sections at other step counts ask for the same batches in the same order. A search holds
-    its backbone, so a kept search is found only for that very model."""
-
-    def __init__(self, budget: int = 2**29):
-        self.budget = budget
-        self.searches: list[OssSearch] = []
-
-    def find(self, backbone, cond, x_T, teacher, free_start, chunk) -> OssSearch | None:
-        if x_T.device.type != "cpu":
-            return None
-        key = _batch_key(cond, x_T, teacher, free_start, chunk)
-        # the backbone itself, not its name: the entry holds it, so its id is never another model's
-        return next((s for s in self.searches if s.backbone is backbone and s.key == key), None)
-
-    def keep(self, search: OssSearch) -> OssSearch:
-        if search.dev.type == "cpu":
-            self.searches.append(search)
-            while len(self.searches) > 1 and sum(s.nbytes() for s in self.searches) > self.budget:
-                self.searches.pop(0)
-            if self.searches[0].nbytes() > self.budget:
-                self.searches.clear()
-        return search
-
-    def clear(self) -> None:
-        self.searches.clear()
-
-
-_SEARCHES: _SearchMemo | None = None  # set by `shared_searches`
-
-
-@contextmanager
-def shared_searches(budget: int = 2**29):
-    """Within it, `oss_paths` keeps its searches (at most `budget` bytes of them, on the CPU) for calls on the
-    same batch at other step counts; they are dropped when it ends. Nested uses share the outer one's."""
-    global _SEARCHES
-    outer = _SEARCHES
-    if outer is None:
-        _SEARCHES = _SearchMemo(budget)
-    try:
-        yield _SEARCHES
-    finally:
-        if outer is None:
-            _SEARCHES = None
 
 
 def reference_median(paths: torch.Tensor) -> torch.Tensor:
