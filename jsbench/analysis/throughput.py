@@ -15,9 +15,10 @@ The ratio is old seconds over new seconds (> 1: this checkout is faster), per re
 range across repeats.
 
 - The README's main command (`measure_main`): `jsbench compare` as a new user runs it, each side with its own
-  policies and at its own defaults (processes included), writing its leaderboards, records and figures into a
-  scratch folder, never a checkout's; wall seconds and CPU seconds (the command and every process it waited
-  for), and the images it evaluated (its records), since an older commit may ship fewer rows.
+  policies and at its own defaults (processes and threads included: not pinned to one), writing its
+  leaderboards, records and figures into a scratch folder, never a checkout's; wall seconds and CPU seconds
+  (the command and every process it waited for), and the images it sampled (its records, each learned row's
+  times its training seeds), since an older commit may ship fewer rows.
 """
 
 from __future__ import annotations
@@ -94,9 +95,9 @@ def snapshot(commit: str, repo: Path, into: Path) -> Path:
     return tree
 
 
-def _run(side: Side, args: list[str], what: str) -> tuple[float, str]:
+def _run(side: Side, args: list[str], what: str, env: dict | None = None) -> tuple[float, str]:
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "jsbench", *args], cwd=side.root, env=side.env(),
+    proc = subprocess.run([sys.executable, "-m", "jsbench", *args], cwd=side.root, env=env or side.env(),
                           capture_output=True, text=True)
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
@@ -189,12 +190,16 @@ def time_main_command(side: Side, scratch: Path, args: tuple[str, ...] = MAIN_CO
     out = scratch / f"main-{side.label}"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
+    # the threads a user's run gets (the machine's, or the caller's own settings), not the one-thread pinning
+    env = {k: v for k, v in side.env().items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    env.update({k: os.environ[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if k in os.environ})
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall, _ = _run(side, [*args, "--leaderboards", str(out / "leaderboards"), "--records", str(out / "records.jsonl"),
-                          "--no-progress"], "the main command")
+                          "--no-progress"], "the main command", env=env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
-    images = sum(r["n_images"] for r in records if r.get("task") == "overall")
+    # images sampled: a learned row's record counts one seed's images, and each of its training seeds sampled them
+    images = sum(r["n_images"] * max(1, r.get("train_seeds") or 1) for r in records if r.get("task") == "overall")
     shutil.rmtree(out, ignore_errors=True)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"wall_seconds": wall, "cpu_seconds": cpu, "images": images}
