@@ -72,6 +72,27 @@ def test_only_pairs_of_learned_rows():
     assert section_contrasts(_table(), lambda t, row: None, _Suite()) == []
 
 
+def test_a_learned_row_against_the_teacher_match_counts_its_own_seeds_only():
+    """oss-image is one schedule source: js − oss-image pairs the images, and its seed term is js's alone."""
+    oss_image = EvalRun(items=ITEMS, seeds=[0, 1], scores=[{"correct": float(v)} for v in [1, 1, 1, 0, 1, 0, 1, 1, 0, 1, 1, 1]])
+    runs = {**RUNS, "oss-image": oss_image}
+    table = _table()
+    table.rows.append({"method": "oss-image", "steps": 3, "t": 0.5, "overall": 0.5, "stderr": 0.01})
+    got = {r["contrast"]: r for r in section_contrasts(table, lambda t, row: runs[row["method"]], _Suite())}
+    assert set(got) == {"instance − global", "js − rloo", "one-shot − teacher match"}  # default stays out: not a reference row
+    r = got["one-shot − teacher match"]
+    b = sum(x["correct"] for x in oss_image.scores) / 12
+    a = [sum(x["correct"] for x in s) / 12 for s in JS.seed_scores]
+    diff = [x["correct"] - y["correct"] for x, y in zip(JS.scores, oss_image.scores)]
+    image = cluster_mean(diff, [it.prompt for it in ITEMS for _ in range(2)])
+    est = paired_two_level_estimate(a, [b] * 3, image)
+    assert (r["a"], r["b"], r["train_seeds"]) == ("js", "oss-image", 3)
+    assert (r["delta"], r["stderr"], r["df"]) == pytest.approx((est.value, est.stderr, est.df))
+    var_a = sum((x - sum(a) / 3) ** 2 for x in a) / 2
+    assert r["seed_sd"] == pytest.approx(math.sqrt(var_a))  # the method's seed spread, the reference adding none
+    assert r["stderr_unpaired_seeds"] == pytest.approx(math.sqrt(image.stderr**2 + var_a / 3))
+
+
 def test_the_file_keeps_other_sections_and_the_page_shows_them(tmp_path):
     path = tmp_path / "toy.contrasts.csv"
     first, second = _table(3), _table(5)

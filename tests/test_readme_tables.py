@@ -117,3 +117,6 @@ def test_the_peers_table_has_a_line_per_section_with_a_peer_row(tmp_path):
     line = next(l for l in values.splitlines() if l.startswith("| analytic | 5 |"))
     assert line.split(" | ")[4] == "–"  # no indis row: a dash, not a number
     assert all(l.count("[") == l.count("]") for l in contrasts.splitlines())
+    teacher = table.split("\n\n")[2].splitlines()
+    assert teacher[0] == "| world | steps | one-shot − teacher match | step-by-step − teacher match | distilled − teacher match |"
+    assert len(teacher) == 2 + len(peer_sections)  # a line per section: its intervals, or – until the section is rerun

@@ -2,7 +2,9 @@
 
 Per section (backbone, model, steps), for each pair of learned rows present (the method asks: does the
 instance policy beat the learned global one; does the James–Stein baseline beat RLOO, the cross-context one,
-its plug-in and JSPO variants; does reading the noise add to reading the prompt):
+its plug-in and JSPO variants; does reading the noise add to reading the prompt), and for each instance-level
+method against the per-image teacher match (`oss-image`, a fixed row: its Δ has the learned row's seed term
+alone, seed s of the method against the same teacher-match images):
 
     Δ = a − b, paired on the same images and by training seed (seed s of a against seed s of b), with its
     two-level SE, Satterthwaite df, 95 % Student-t interval and p (jsbench.stats), and the training seeds
@@ -27,7 +29,7 @@ from jsbench.report.power import RESOLVE_DIFFERENCE, RESOLVE_POWER, seeds_to_res
 from jsbench.evaluation.results import metric_estimate, overall_of
 from jsbench.stats import LEVEL, paired_two_level_estimate, sample_variance
 
-__all__ = ["HEADLINE_CONTRASTS", "CSV_FIELDS", "section_contrasts", "contrasts_path", "read_contrasts", "write_contrasts", "contrast_lines"]
+__all__ = ["HEADLINE_CONTRASTS", "REFERENCE_ROWS", "CSV_FIELDS", "section_contrasts", "contrasts_path", "read_contrasts", "write_contrasts", "contrast_lines"]
 
 # (a, b, what a − b asks): only pairs whose two rows are learned rows of the section are reported
 HEADLINE_CONTRASTS = (
@@ -42,7 +44,13 @@ HEADLINE_CONTRASTS = (
     ("indis", "global", "distilled − global"),
     ("js", "tpdm (js)", "one-shot − step-by-step"),
     ("js", "indis", "reward − distilled"),
+    # each instance-level method against the per-image teacher match (OSS searched on each image: a zoo row)
+    ("js", "oss-image", "one-shot − teacher match"),
+    ("tpdm (js)", "oss-image", "step-by-step − teacher match"),
+    ("indis", "oss-image", "distilled − teacher match"),
 )
+#: rows a learned row is contrasted with as a fixed reference (one schedule source, no training seeds)
+REFERENCE_ROWS = ("oss-image",)
 CSV_FIELDS = ["backbone", "model_id", "steps", "contrast", "a", "b", "delta", "stderr", "df", "ci_low", "ci_high", "p", "image_se",
               "seed_sd", "train_seeds", "seeds_to_resolve", "stderr_unpaired_seeds"]
 DIGITS = 6
@@ -55,7 +63,8 @@ def _section(row: dict) -> tuple[str, str, int]:
 def section_contrasts(table, run_of, suite) -> list[dict]:
     """The headline contrasts of one section (a leaderboard Table) from its rows' per-image runs (`run_of(table,
     row)` -> EvalRun or None, as compare keeps them); a pair is left out unless both rows are learned rows
-    (several training seeds) evaluated on the same images."""
+    (several training seeds), or the first is and the second a REFERENCE_ROWS row, evaluated on the same
+    images."""
     metric = suite.primary_metric
     rows = {r["method"]: r for r in table.rows}
     out = []
@@ -63,7 +72,7 @@ def section_contrasts(table, run_of, suite) -> list[dict]:
         if a not in rows or b not in rows:
             continue
         run_a, run_b = run_of(table, rows[a]), run_of(table, rows[b])
-        if run_a is None or run_b is None or run_a.train_seeds < 2 or run_b.train_seeds < 2:
+        if run_a is None or run_b is None or run_a.train_seeds < 2 or (run_b.train_seeds < 2 and b not in REFERENCE_ROWS):
             continue
         items = [it for it, _ in run_a.rows()]
         if [(it.prompt, s) for it, s in run_b.rows()] != [(it.prompt, s) for it, s in run_a.rows()]:
@@ -75,6 +84,8 @@ def section_contrasts(table, run_of, suite) -> list[dict]:
         per_seed = [[overall_of(suite, s, items).value for s in r.per_seed()] for r in (run_a, run_b)]
         if image is None or not all(per_seed):
             continue
+        if run_b.train_seeds < 2:  # a fixed reference: every seed of a against the same images of b
+            per_seed[1] = per_seed[1][:1] * len(per_seed[0])
         est = paired_two_level_estimate(per_seed[0], per_seed[1], metric_estimate(image))
         unpaired_var = sample_variance(per_seed[0]) / len(per_seed[0]) + sample_variance(per_seed[1]) / len(per_seed[1])
         if len(per_seed[0]) == len(per_seed[1]):
