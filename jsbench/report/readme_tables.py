@@ -133,9 +133,10 @@ def headline_table(leaderboards: Path) -> str:
         need = str(r["seeds_to_resolve"]) if r["seeds_to_resolve"] is not None else "– (images)"
         out.append(f"| {suite} | {r['backbone']} | {r['steps']} | {r['contrast']} | {_signed(r['delta'])} ± {r['stderr']:.3f} | "
                    f"[{_signed(r['ci_low'])}, {_signed(r['ci_high'])}] | {r['stderr_unpaired_seeds']:.3f} | {r['train_seeds']} | {need} | {verdict(r)} |")
-    out += ["", "Δ paired on the same images and by training seed; the interval is Student t at the Satterthwaite df",
-            "of the image and seed terms; SE unpaired: the SE without pairing the seeds (seed s of every row draws",
-            "the same contexts and training noise, so pairing them removes what they share); seeds for "
+    out += ["", "Δ paired on the same images and by training seed (against the teacher match, oss-image, one schedule",
+            "source: on the images, the learned row's seeds its only seed term); the interval is Student t at the",
+            "Satterthwaite df of the image and seed terms; SE unpaired: the SE without pairing the seeds (seed s of",
+            "every row draws the same contexts and training noise, so pairing them removes what they share); seeds for "
             f"{RESOLVE_DIFFERENCE}: training",
             f"seeds per row for 80 % power against a difference of {RESOLVE_DIFFERENCE} at this spread (– (images): the image",
             "part alone is too wide). Made from leaderboards/*.contrasts.csv."]
