@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from jsbench.analysis.costs import machine  # noqa: E402
-from jsbench.analysis.throughput import Side, measure_main, snapshot  # noqa: E402
+from jsbench.analysis.throughput import measure_main, sides_against  # noqa: E402
 from jsbench.io import add_result_options, write_result  # noqa: E402
 
 
@@ -33,17 +33,14 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     if args.repeats < 1:
         ap.error("--repeats must be at least 1")
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "jsbench", "policies"], cwd=ROOT, capture_output=True, text=True)
-    new_label = (head.stdout.strip() or "checkout") + ("+changes" if dirty.stdout.strip() else "")
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="jsbench-base-") as tmp:
         try:
-            old_root = snapshot(args.base, ROOT, Path(tmp))
+            sides = sides_against(args.base, ROOT, Path(tmp), ("jsbench", "policies"))
         except (ValueError, subprocess.CalledProcessError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
-        sides = [Side(new_label, ROOT), Side(args.base, old_root)]
+        new_label = sides[0].label
         print(f"timing the main command: {new_label} vs {args.base}, {args.repeats} alternating repeats", flush=True)
         result = measure_main(sides, args.repeats, log=lambda s: print(s, flush=True))
     for label in (new_label, args.base):

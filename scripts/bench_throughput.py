@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT))
 
 from jsbench.analysis.costs import machine  # noqa: E402
 from jsbench.io import add_result_options, write_result  # noqa: E402
-from jsbench.analysis.throughput import WORLDS, Side, measure, snapshot, table  # noqa: E402
+from jsbench.analysis.throughput import WORLDS, measure, sides_against, table  # noqa: E402
 
 # the commit issue 42 measured its baseline on: the last before the speed work
 BASE = "9c82c2a"
@@ -41,17 +41,14 @@ def main(argv=None) -> int:
         ap.error("--repeats must be at least 1")
     if not (args.train or args.evaluate):
         ap.error("--no-train and --no-eval leave nothing to time")
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--", "jsbench"], cwd=ROOT, capture_output=True, text=True)
-    new_label = (head.stdout.strip() or "checkout") + ("+changes" if dirty.stdout.strip() else "")
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="jsbench-base-") as tmp:
         try:
-            old_root = snapshot(args.base, ROOT, Path(tmp))
+            sides = sides_against(args.base, ROOT, Path(tmp), ("jsbench",))
         except (ValueError, subprocess.CalledProcessError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
-        sides = [Side(new_label, ROOT), Side(args.base, old_root)]
+        new_label = sides[0].label
         print(f"timing {', '.join(args.worlds)}: {new_label} vs {args.base}, {args.repeats} alternating repeats",
               flush=True)
         result = measure([WORLDS[w] for w in args.worlds], sides, args.repeats, train=args.train,

@@ -95,6 +95,19 @@ def snapshot(commit: str, repo: Path, into: Path) -> Path:
     return tree
 
 
+def checkout_label(repo: Path, paths: tuple[str, ...] = ("jsbench",)) -> str:
+    """This checkout's short commit, with "+changes" when `paths` hold uncommitted changes."""
+    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=repo, capture_output=True, text=True)
+    dirty = subprocess.run(["git", "status", "--porcelain", "--", *paths], cwd=repo, capture_output=True, text=True)
+    return (head.stdout.strip() or "checkout") + ("+changes" if dirty.stdout.strip() else "")
+
+
+def sides_against(base: str, repo: Path, into: Path, paths: tuple[str, ...] = ("jsbench",)) -> list[Side]:
+    """[this checkout (labelled by `checkout_label`), a snapshot of `base` in `into`]; ValueError or
+    CalledProcessError when `base` is no commit of `repo`."""
+    return [Side(checkout_label(repo, paths), repo), Side(base, snapshot(base, repo, into))]
+
+
 def _run(side: Side, args: list[str], what: str, env: dict | None = None) -> tuple[float, str]:
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "jsbench", *args], cwd=side.root, env=env or side.env(),
