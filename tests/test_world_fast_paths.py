@@ -316,6 +316,17 @@ def test_row_sharing_tells_minus_zero_from_zero_and_leaves_autograd_alone():
         assert shared._run_starts(same, torch.ones(2, dtype=torch.float64)).tolist() == [True, False]
 
 
+def test_one_schedule_row_still_broadcasts_over_the_batch():
+    """A [1, N+1] schedule for B rows: its times are not one per row, so no sharing is tried (it broadcasts as before)."""
+    from jsbench.backbones.analytic import AnalyticBackbone
+
+    backbone = AnalyticBackbone()
+    prompts = [p["prompt"] for p in scenes.make_prompts()[:2] for _ in range(2)]
+    cond, x_T = backbone.encode(prompts), backbone.initial_noise([5, 5, 6, 6])
+    row = backbone.default_sigmas(3, x_T)[:1]
+    assert torch.equal(backbone.sample_latents(x_T, cond, row), backbone.sample_latents(x_T, cond, row.expand(4, -1)))
+
+
 def test_detail_sampler_groups_are_the_tables_rows():
     """The detail sampler's per-prompt cached rows hold what a table of each size group's prompts gathers."""
     from jsbench.backbones.detail import DetailBackbone

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import statistics
 import subprocess
@@ -206,13 +205,16 @@ def time_main_command(side: Side, scratch: Path, args: tuple[str, ...] = MAIN_CO
     # the threads a user's run gets (the machine's, or the caller's own settings), not the one-thread pinning
     env = {k: v for k, v in side.env().items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     env.update({k: os.environ[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if k in os.environ})
+    import resource  # POSIX: the CPU seconds of the processes this one waited for
+
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall, _ = _run(side, [*args, "--leaderboards", str(out / "leaderboards"), "--records", str(out / "records.jsonl"),
                           "--no-progress"], "the main command", env=env)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
     # images sampled: a learned row's record counts one seed's images, and each of its training seeds sampled them
-    images = sum(r["n_images"] * max(1, r.get("train_seeds") or 1) for r in records if r.get("task") == "overall")
+    overall = {(r["backbone"], r["steps"], r["method"]): r for r in records if r.get("task") == "overall"}  # one per metric
+    images = sum(r["n_images"] * max(1, r.get("train_seeds") or 1) for r in overall.values())
     shutil.rmtree(out, ignore_errors=True)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return {"wall_seconds": wall, "cpu_seconds": cpu, "images": images}

@@ -96,9 +96,11 @@ class RowMixtures:
 
     def _run_starts(self, x_t: torch.Tensor, t: torch.Tensor) -> torch.Tensor | None:
         """A mask of the rows that start a run of rows equal to their predecessor in key, state and time (bit
-        for bit), or None when every row starts its own (nothing to share) or autograd needs every row."""
-        if self.keys is None or x_t.shape[0] < 2 or x_t.dim() != 2 or torch.is_grad_enabled() and (x_t.requires_grad or t.requires_grad):
-            return None
+        for bit), or None when every row starts its own (nothing to share), autograd needs every row, the times
+        are not one per row, or the rows are not on the CPU."""
+        if (self.keys is None or x_t.shape[0] < 2 or x_t.dim() != 2 or t.shape != x_t.shape[:1] or x_t.device.type != "cpu"
+                or torch.is_grad_enabled() and (x_t.requires_grad or t.requires_grad)):
+            return None  # CPU only: that a smaller batch reduces each row in the same order is checked there
         bits_x, bits_t = _bits(x_t), _bits(t)
         same = (self.keys[1:] == self.keys[:-1]) & (bits_t[1:] == bits_t[:-1]) & (bits_x[1:] == bits_x[:-1]).all(1)
         if not bool(same.any()):

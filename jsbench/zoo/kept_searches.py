@@ -39,9 +39,11 @@ class _SearchMemo:
         return next((s for s in self.searches if s.backbone is backbone and s.key == key), None)
 
     def keep(self, search):
-        """Keep `search` (a CPU one), dropping the oldest while the kept ones exceed the budget."""
+        """Keep `search` (a CPU one; again after it grew), dropping the oldest while the kept ones exceed the
+        budget."""
         if search.dev.type == "cpu":
-            self.searches.append(search)
+            if not any(s is search for s in self.searches):
+                self.searches.append(search)
             while len(self.searches) > 1 and sum(s.nbytes() for s in self.searches) > self.budget:
                 self.searches.pop(0)
             if self.searches[0].nbytes() > self.budget:

@@ -134,10 +134,10 @@ def oss_paths(backbone, cond, x_T: torch.Tensor, steps: int, teacher: torch.Tens
     search = memo.find(backbone, cond, x_T, teacher, free_start, chunk) if memo is not None else None
     if search is None:
         search = OssSearch(backbone, cond, x_T, teacher, free_start, chunk)
-        if memo is not None:
-            memo.keep(search)
     while search.levels < steps:
         search.advance()
+    if memo is not None:
+        memo.keep(search)  # at its size now, its levels added
     return search.paths(steps)
 
 
@@ -168,12 +168,13 @@ class OssSearch:
         return len(self.parents)
 
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in (self.traj, self.states, self.cost, self.parent, *self.parents))
+        held = (self.traj, self.states, self.x0, self.grid, self.cost, self.parent, *self.parents, *self.end_costs)
+        return sum(t.numel() * t.element_size() for t in {id(t): t for t in held}.values())  # the last level's parent once
 
     def advance(self) -> None:
         """Add level k = `levels` + 1."""
         M, B, dev, x0, grid, per_call, traj = self.M, self.B, self.dev, self.x0, self.grid, self.per_call, self.traj
-        states, cost = self.states, self.cost
+        states, cost = self.states, self.cost.clone()  # kept as it was until the level is complete
         feat = tuple(range(2, traj.dim()))
         trail = [1] * (x0.dim() - 1)
         sources = list(range(M)) if (self.free_start or self.levels > 0) else [0]
@@ -211,7 +212,7 @@ class OssSearch:
             nxt[:, lo:hi] = torch.where(reached[:, lo:hi].view(B, hi - lo, *trail), landed, nxt[:, lo:hi])
         self.parents.append(parent)
         self.end_costs.append(cost[:, M].clone())
-        self.parent, self.states = parent, nxt
+        self.parent, self.states, self.cost = parent, nxt, cost
 
     def paths(self, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(paths [B, N+1], endpoint costs [B]) of N = `steps` levels, traced back from the teacher's end."""
