@@ -22,36 +22,32 @@ def bytes_digest(t: torch.Tensor) -> str:
 
 
 class _SearchMemo:
-    """The searches of the last batches, on the CPU only and within `budget` bytes (oldest dropped first): a
-    compare's sections at other step counts ask for the same batches in the same order. A search holds
-    its backbone, so a kept search is found only for that very model."""
+    """The searches of the last batches (`oss_paths` keeps CPU ones only), within `budget` bytes (oldest dropped first): a
+    compare's sections at other step counts ask for the same batches in the same order. An entry holds its
+    backbone, so a kept search is found only for that very model."""
 
     def __init__(self, budget: int = 2**29):
         self.budget = budget
-        self.searches: list = []  # of jsbench.zoo.oss.OssSearch
+        self.entries: list[tuple] = []  # (backbone, batch_key, jsbench.zoo.oss.OssSearch)
 
-    def find(self, backbone, cond, x_T, teacher, free_start, chunk):
-        """The kept search of this batch on this backbone, or None."""
-        if x_T.device.type != "cpu":
-            return None
-        key = batch_key(cond, x_T, teacher, free_start, chunk)
+    @property
+    def searches(self) -> list:
+        return [search for _, _, search in self.entries]
+
+    def find(self, backbone, key: tuple):
+        """The kept search of this batch (`batch_key`) on this backbone, or None."""
         # the backbone itself, not its name: the entry holds it, so its id is never another model's
-        return next((s for s in self.searches if s.backbone is backbone and s.key == key), None)
+        return next((s for b, k, s in self.entries if b is backbone and k == key), None)
 
-    def keep(self, search):
-        """Keep `search` (a CPU one; again after it grew), dropping the oldest while the kept ones exceed the
-        budget."""
-        if search.dev.type == "cpu":
-            if not any(s is search for s in self.searches):
-                self.searches.append(search)
-            while len(self.searches) > 1 and sum(s.nbytes() for s in self.searches) > self.budget:
-                self.searches.pop(0)
-            if self.searches[0].nbytes() > self.budget:
-                self.searches.clear()
+    def keep(self, backbone, key: tuple, search):
+        """Keep `search` (again after it grew), dropping the oldest while the kept ones exceed the budget."""
+        if not any(s is search for _, _, s in self.entries):
+            self.entries.append((backbone, key, search))
+        while len(self.entries) > 1 and sum(s.nbytes() for s in self.searches) > self.budget:
+            self.entries.pop(0)
+        if self.entries[0][2].nbytes() > self.budget:
+            self.entries.clear()
         return search
-
-    def clear(self) -> None:
-        self.searches.clear()
 
 
 _SEARCHES: _SearchMemo | None = None  # set by `shared_searches`

@@ -130,14 +130,15 @@ def oss_paths(backbone, cond, x_T: torch.Tensor, steps: int, teacher: torch.Tens
     M = teacher.numel() - 1
     if not 1 <= steps <= M:
         raise ZooError(f"oss: {steps} student steps need a teacher with at least as many steps (teacher has {M})")
-    memo = kept_searches.active()
-    search = memo.find(backbone, cond, x_T, teacher, free_start, chunk) if memo is not None else None
+    memo = kept_searches.active() if x_T.device.type == "cpu" else None  # kept searches live in host memory
+    key = kept_searches.batch_key(cond, x_T, teacher, free_start, chunk) if memo is not None else None
+    search = memo.find(backbone, key) if memo is not None else None
     if search is None:
         search = OssSearch(backbone, cond, x_T, teacher, free_start, chunk)
     while search.levels < steps:
         search.advance()
     if memo is not None:
-        memo.keep(search)  # at its size now, its levels added
+        memo.keep(backbone, key, search)  # at its size now, its levels added
     return search.paths(steps)
 
 
@@ -147,8 +148,7 @@ class OssSearch:
 
     def __init__(self, backbone, cond, x_T: torch.Tensor, teacher: torch.Tensor, free_start: bool = True, chunk: int | None = None):
         velocity, work = velocity_fn(backbone)
-        self.backbone, self.cond, self.free_start, self.chunk = backbone, cond, free_start, chunk
-        self.key = kept_searches.batch_key(cond, x_T, teacher, free_start, chunk)
+        self.free_start = free_start
         self.M = M = teacher.numel() - 1
         self.dev = dev = x_T.device
         self.grid = teacher_grid(teacher, x_T, work)
@@ -158,7 +158,6 @@ class OssSearch:
         self.traj = teacher_trajectory(self.vel, x0, self.grid).transpose(0, 1)  # [B, M+1, ...]
         self.states = x0[:, None].expand(B, M + 1, *x0.shape[1:]).clone()  # every point holds the noise until reached
         self.cost = torch.full((B, M + 1), float("inf"), dtype=torch.float64, device=dev)
-        self.parent = torch.zeros(B, M + 1, dtype=torch.long, device=dev)  # a point never reached traces to the noise
         self.parents: list[torch.Tensor] = []  # level k's parent table
         self.end_costs: list[torch.Tensor] = []  # level k's cost at the teacher's end point, [B]
         self.per_call = max(1, 2**24 // max(1, x0[0].numel() * B))  # targets per landing tensor [B, Q, ...]
@@ -168,8 +167,8 @@ class OssSearch:
         return len(self.parents)
 
     def nbytes(self) -> int:
-        held = (self.traj, self.states, self.x0, self.grid, self.cost, self.parent, *self.parents, *self.end_costs)
-        return sum(t.numel() * t.element_size() for t in {id(t): t for t in held}.values())  # the last level's parent once
+        held = (self.traj, self.states, self.x0, self.grid, self.cost, *self.parents, *self.end_costs)
+        return sum(t.numel() * t.element_size() for t in held)
 
     def advance(self) -> None:
         """Add level k = `levels` + 1."""
@@ -181,7 +180,8 @@ class OssSearch:
         src = torch.tensor(sources, device=dev)
         v = self.vel(states[:, src].transpose(0, 1).reshape(-1, *x0.shape[1:]), grid[src].repeat_interleave(B))
         v = v.view(len(sources), B, *x0.shape[1:])
-        parent = self.parent.clone()
+        # a point not reached at this level keeps the last level's parent; before the first, the noise (0)
+        parent = self.parents[-1].clone() if self.parents else torch.zeros(B, M + 1, dtype=torch.long, device=dev)
         reached = torch.zeros(B, M + 1, dtype=torch.bool, device=dev)  # points a source of this step lands nearer
         # one landing buffer for every block, written in place (fresh [B, Q, ...] tensors cost more in page faults
         # than their arithmetic); a block's view of it is contiguous, as a fresh tensor would be, so its mean
@@ -212,7 +212,7 @@ class OssSearch:
             nxt[:, lo:hi] = torch.where(reached[:, lo:hi].view(B, hi - lo, *trail), landed, nxt[:, lo:hi])
         self.parents.append(parent)
         self.end_costs.append(cost[:, M].clone())
-        self.parent, self.states, self.cost = parent, nxt, cost
+        self.states, self.cost = nxt, cost
 
     def paths(self, steps: int) -> tuple[torch.Tensor, torch.Tensor]:
         """(paths [B, N+1], endpoint costs [B]) of N = `steps` levels, traced back from the teacher's end."""
