@@ -74,8 +74,12 @@ class Side:
     train_seconds: list[float] = field(default_factory=list)  # per update, every repeat
     eval_points: list[tuple[int, float, int, float]] = field(default_factory=list)  # per repeat: small, large
 
-    def env(self) -> dict:
-        env = dict(os.environ, PYTHONPATH=str(self.root), OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    def env(self, one_thread: bool = True) -> dict:
+        """The environment a run of this tree gets: its own jsbench first on the path, one thread unless
+        `one_thread` is False (then the threads of this process's environment, as a user's run gets)."""
+        env = dict(os.environ, PYTHONPATH=str(self.root))
+        if one_thread:
+            env.update(OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
         env.pop("JSBENCH_PROCESSES", None)
         return env
 
@@ -202,14 +206,11 @@ def time_main_command(side: Side, scratch: Path, args: tuple[str, ...] = MAIN_CO
     out = scratch / f"main-{side.label}"
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
-    # the threads a user's run gets (the machine's, or the caller's own settings), not the one-thread pinning
-    env = {k: v for k, v in side.env().items() if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
-    env.update({k: os.environ[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS") if k in os.environ})
     import resource  # POSIX: the CPU seconds of the processes this one waited for
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall, _ = _run(side, [*args, "--leaderboards", str(out / "leaderboards"), "--records", str(out / "records.jsonl"),
-                          "--no-progress"], "the main command", env=env)
+                          "--no-progress"], "the main command", env=side.env(one_thread=False))
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     records = [json.loads(line) for line in (out / "records.jsonl").read_text().splitlines() if line.strip()]
     # images sampled: a learned row's record counts one seed's images, and each of its training seeds sampled them

@@ -31,7 +31,7 @@ from jsbench.stats import LEVEL, paired_two_level_estimate, sample_variance
 
 __all__ = ["HEADLINE_CONTRASTS", "REFERENCE_ROWS", "CSV_FIELDS", "section_contrasts", "contrasts_path", "read_contrasts", "write_contrasts", "contrast_lines"]
 
-# (a, b, what a − b asks): only pairs whose two rows are learned rows of the section are reported
+# (a, b, what a − b asks): reported where a is a learned row of the section and b is one too, or a REFERENCE_ROWS row
 HEADLINE_CONTRASTS = (
     ("js", "global", "instance − global"),
     ("js", "rloo", "js − rloo"),
