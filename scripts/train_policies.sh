@@ -7,6 +7,9 @@
 #   bash scripts/train_policies.sh scenes-dit             # the learned backbone (3 steps, 100 updates, seeds 0-7)
 #   STEPS="3" SEEDS="0" POLICIES="js rloo" JOBS=2 bash scripts/train_policies.sh   # a subset, two at a time
 #   SUITE=ocr JOBS=2 bash scripts/train_policies.sh       # analytic's text world, OCR reward: <backbone>/ocr-<name>-n<steps>/
+#   RESUME=1 ... bash scripts/train_policies.sh           # after an interruption: a run with a checkpoint goes on from it
+#                                                         # (the same files as an uninterrupted run), a finished run of
+#                                                         # this many updates is kept, any other starts again
 # Updates per backbone are where the held-out score has stopped moving (manifest "convergence", from the run's
 # heldout.jsonl: jsbench/policy/convergence.py; a row's verdict is its seeds' averaged curve's); every row of a
 # backbone gets the same count.
@@ -43,14 +46,23 @@ for n in $STEPS; do
 done
 train_one() {
   read -r dir n baseline kind seed <<<"$1"
-  rm -rf "$dir"
+  local resume=()
+  if [ "${RESUME:-0}" = 1 ] && [ -f "$dir/checkpoint.pt" ]; then
+    resume=(--resume)
+  elif [ "${RESUME:-0}" = 1 ] && [ -f "$dir/manifest.json" ] \
+       && python -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))['train']['iters'] != int(sys.argv[2]))" "$dir/manifest.json" "$ITERS"; then
+    echo "== $dir kept (finished, $ITERS updates)"
+    return
+  else
+    rm -rf "$dir"
+  fi
   mkdir -p "$(dirname "$dir")"
-  OMP_NUM_THREADS=1 jsbench train --backbone "$BACKBONE" --reward "$SUITE" --suite "$SUITE" --iters "$ITERS" \
+  OMP_NUM_THREADS=1 jsbench train "${resume[@]}" --backbone "$BACKBONE" --reward "$SUITE" --suite "$SUITE" --iters "$ITERS" \
     --contexts 16 --samples 4 --seed "$seed" --threads 1 --no-progress \
     --steps "$n" --baseline "$baseline" --policy "$kind" --out "$dir" >/dev/null
   rm -f "$dir/checkpoint.pt"  # the shipped artefact is the policy + manifest + training log + held-out curve
   echo "== $dir $(python -c "import json,sys; c=json.load(open(sys.argv[1]))['convergence']; v=c['converged']; print({True: 'converged', False: 'NOT converged', None: 'not judged'}[v], *(('held-out rise/quarter', round(c['rise'], 4), 'se', round(c['se'], 4)) if v is not None else (c.get('reason', ''),)))" "$dir/manifest.json")"
 }
 export -f train_one
-export BACKBONE ITERS SUITE
+export BACKBONE ITERS SUITE RESUME
 printf '%s\n' "${runs[@]}" | xargs -P "$JOBS" -I{} bash -c 'train_one "$@"' _ {}
