@@ -123,11 +123,14 @@ def test_a_compare_leaves_the_cached_engine_s_memo_as_built(tmp_path):
 
 def test_reread_goes_with_check():
     from jsbench.report.compare import validate_compare_options
-    from jsbench.report.compare_request import CompareRequest
+    from jsbench.report.compare_request import DEFAULT_REREAD, CompareRequest, compare_command
 
-    with pytest.raises(JsbenchError, match="--reread goes with --check"):
-        validate_compare_options(CompareRequest(suite="ocr", reread=1.0))
+    for share in (1.0, DEFAULT_REREAD):  # the default share given explicitly is refused too: a writing run reads all
+        with pytest.raises(JsbenchError, match="--reread goes with --check"):
+            validate_compare_options(CompareRequest(suite="ocr", reread=share))
     validate_compare_options(CompareRequest(suite="ocr", reread=1.0, check=True))
+    assert "--reread" not in compare_command(CompareRequest(suite="ocr", check=True))
+    assert compare_command(CompareRequest(suite="ocr", check=True, reread=DEFAULT_REREAD)).endswith("--check --reread 0.125")
 
 
 def _forget_images():

@@ -90,9 +90,9 @@ def validate_compare_options(request: CompareRequest, *, backbone_name: str | No
         raise JsbenchError("--report and --strict go with --check: the report is that of the regression check")
     for path in reports:
         report_format(path)  # an unknown suffix
-    if not 0.0 <= request.reread <= 1.0:
+    if request.reread is not None and not 0.0 <= request.reread <= 1.0:
         raise JsbenchError(f"--reread is a share between 0 and 1 (1 reads every image again), got {request.reread}")
-    if request.reread != DEFAULT_REREAD and not request.check:
+    if request.reread is not None and not request.check:  # given at all: a writing run reads every image
         raise JsbenchError("--reread goes with --check: it is the share of the committed OCR readings the check reads again")
     if not request.check:
         if leaderboard_dir is not None:
@@ -149,7 +149,7 @@ def run_compare(request: CompareRequest, backbone, suite, *, distilled: list = (
     from jsbench.report.readings import SectionReadings
 
     # an OCR suite's readings: kept by a writing run, answered from by a check
-    readings = SectionReadings(suite, leaderboard_dir, ctx, log, reread=request.reread if check else None)
+    readings = SectionReadings(suite, leaderboard_dir, ctx, log, reread=(DEFAULT_REREAD if request.reread is None else request.reread) if check else None)
     try:
         runs: dict[tuple, object] = {}  # row key -> this run's per-image scores (EvalRun)
         ceiling_done = False

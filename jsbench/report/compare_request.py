@@ -67,7 +67,7 @@ class CompareRequest:
     strict: bool = option(False, "A missing row fails too.")
     plots: bool = option(True, "Write the figures.")
     tolerance: float = option(2.0, "Allowed drop, in paired SEs.")
-    reread: float = option(DEFAULT_REREAD, "Share of OCR readings reread.")
+    reread: float | None = option(None, f"With --check: share of OCR readings reread (default {DEFAULT_REREAD:g}).")
     device: str | None = option(None, DEVICE_HELP)
     batch_size: int | None = option(None, IMAGES_BATCH_HELP, min=1)
     dtype: str | None = option(None, DTYPE_HELP)
@@ -137,7 +137,7 @@ def compare_command(request: CompareRequest) -> str:
         parts.append(f"--zoo {_word(','.join(parse_zoo(r.zoo)) or 'none')}")
     if r.check:
         parts.append("--check" + (f" --tolerance {r.tolerance:g}" if r.tolerance != DEFAULTS.tolerance else "") + (" --strict" if r.strict else "")
-                     + (f" --reread {r.reread:g}" if r.reread != DEFAULTS.reread else ""))
+                     + (f" --reread {r.reread:g}" if r.reread is not None else ""))
     if r.limit is not None:
         parts.append(f"--limit {r.limit}")
     return " ".join(parts)
