@@ -1,0 +1,60 @@
+"""scripts/train_policies.sh, the script that trains the shipped rows: with RESUME=1 an interrupted run goes on from
+its checkpoint to the files an uninterrupted run writes, and a finished run of the asked update count is kept."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.slow  # four short training runs, each its own process
+
+RUN = "global-n3/seed0"
+
+
+def _script(out: Path, iters: int, resume: bool = False) -> str:
+    env = {**os.environ, "OUT": str(out), "STEPS": "3", "SEEDS": "0", "POLICIES": "global", "ITERS": str(iters),
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env.pop("RESUME", None)
+    if resume:
+        env["RESUME"] = "1"
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "train_policies.sh"), "analytic"], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def _log_without_seconds(folder: Path) -> list[dict]:
+    return [{k: v for k, v in json.loads(line).items() if k != "seconds"}
+            for line in (folder / "train_log.jsonl").read_text().splitlines() if line.strip()]
+
+
+def test_resume_goes_on_from_a_checkpoint_and_keeps_a_finished_run(tmp_path):
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    _script(whole, iters=6)
+    # a run interrupted after its checkpoint at update 4: its folder as the kill leaves it, checkpoint and all
+    (cut / RUN).parent.mkdir(parents=True)
+    subprocess.run([sys.executable, "-m", "jsbench", "train", "--backbone", "analytic", "--reward", "geneval", "--suite", "geneval",
+                    "--iters", "4", "--contexts", "16", "--samples", "4", "--seed", "0", "--threads", "1", "--no-progress",
+                    "--steps", "3", "--baseline", "js", "--policy", "global", "--out", str(cut / RUN)],
+                   check=True, capture_output=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert (cut / RUN / "checkpoint.pt").is_file()
+    done_before = (cut / RUN / "train_log.jsonl").read_text().splitlines()  # with their own seconds
+
+    out = _script(cut, iters=6, resume=True)
+    assert (cut / RUN / "train_log.jsonl").read_text().splitlines()[:4] == done_before  # not trained again
+    assert "kept" not in out
+    assert not (cut / RUN / "checkpoint.pt").exists()  # removed once the run is finished, as after a fresh one
+    assert (cut / RUN / "policy.safetensors").read_bytes() == (whole / RUN / "policy.safetensors").read_bytes()
+    assert _log_without_seconds(cut / RUN) == _log_without_seconds(whole / RUN)
+    resumed, fresh = (json.loads((d / RUN / "manifest.json").read_text()) for d in (cut, whole))
+    assert resumed["command"] == fresh["command"].replace(str(whole), str(cut)) and resumed["convergence"] == fresh["convergence"]
+
+    before = (cut / RUN / "train_log.jsonl").read_bytes()
+    assert "kept (finished, 6 updates)" in _script(cut, iters=6, resume=True)  # nothing retrained
+    assert (cut / RUN / "train_log.jsonl").read_bytes() == before
+    _script(cut, iters=5, resume=True)  # another count: trained again from the start
+    assert len(_log_without_seconds(cut / RUN)) == 5
