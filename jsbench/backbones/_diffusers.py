@@ -24,7 +24,7 @@ import torch
 
 from jsbench import JsbenchError
 from jsbench.backbones._call_cache import ExactCallCache, call_key
-from jsbench.backbones.base import DEFAULT_CEILING_STEPS, Condition, EulerStepper
+from jsbench.backbones.base import DEFAULT_CEILING_STEPS, Condition, EulerStepper, sample_in_batches
 from jsbench.devices import AUTO, pick_device
 from jsbench.schedule import ScheduleError, check_sigmas, shift_sigmas
 
@@ -718,21 +718,62 @@ class FlowMatchBackbone(DiffusersBackbone):
         return self._velocity(x, sigma.to(self.device, torch.float32), cond, self._prepare(x, cond)).to(torch.float32)
 
     @torch.no_grad()
-    def sample_latents(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor) -> torch.Tensor:
+    def sample_latents(self, x_T: torch.Tensor, cond: Condition, sigmas: torch.Tensor, first_velocity: torch.Tensor | None = None) -> torch.Tensor:
         """Euler from sigmas[:, 0] (1, or a free start below it) to sigmas[:, N] = 0, one network call per step for the whole batch.
 
         Mirrors FlowMatchEulerDiscreteScheduler.step: the state is upcast to float32, the step
         dt * v is formed as the scheduler forms it (`mul_as_scheduler`), and the result is cast back.
+        `first_velocity`: the first step's velocity, already computed (`sample_context_rows`).
         """
         sigmas = self._check_batch(x_T, cond, sigmas)
         x = x_T.to(self.device, self.dtype)
-        B = x.shape[0]
-        view = (B,) + (1,) * (x.dim() - 1)
         ctx = self._prepare(x, cond)
         for i in range(sigmas.shape[1] - 1):
-            velocity = self._first_velocity if i == 0 else self._velocity
-            x = self._euler_update(x, velocity(x, sigmas[:, i], cond, ctx), sigmas[:, i], sigmas[:, i + 1])
+            if i == 0 and first_velocity is not None:
+                v = first_velocity
+            else:
+                v = (self._first_velocity if i == 0 else self._velocity)(x, sigmas[:, i], cond, ctx)
+            x = self._euler_update(x, v, sigmas[:, i], sigmas[:, i + 1])
         return x
+
+    @torch.no_grad()
+    def sample_context_rows(self, x_T: torch.Tensor, cond: Condition, rows: torch.Tensor, sigmas: torch.Tensor, batch: int | None) -> torch.Tensor:
+        """`base.sample_rows`: `sample_in_batches(self, x_T[rows], cond.take(rows), sigmas, batch)`, with the first
+        step's velocity computed once per context instead of once per row.
+
+        A training update draws K schedules per context, every one starting from the context's noise at sigma 1,
+        so the first network call reads the same input K times. Here each context's first velocity is computed
+        once, in calls of exactly as many rows as the sampler's own calls have (the last one filled up with
+        copies of its last row): a network call's rows do not depend on the other rows in it, but may on how
+        many there are (the matrix kernels block by size; on the CPU a scenes-dit row's bits differ in calls
+        of 1-5 rows and not above), so every row's velocity is the one its sampler call would have computed.
+        Where that cannot hold (the rows do not fill whole calls, or one call holds them all, or a context's
+        rows start at different levels) the rows are sampled as they are."""
+        n = rows.numel()
+        size = min(int(batch or n), n)
+        sigmas = sigmas.to(self.device, torch.float32)
+        rows = rows.to(x_T.device)
+        contexts, slot = torch.unique(rows, sorted=True, return_inverse=True)
+        positions = torch.arange(n, device=rows.device)
+        first = torch.full((contexts.numel(),), n, device=rows.device).scatter_reduce(0, slot, positions, "amin")  # a context's first row
+        start = sigmas[:, 0].contiguous().view(torch.int32)  # the starting levels' bits (-0.0 is not 0.0)
+        one_level = bool((start == start[first[slot].to(start.device)]).all())  # every row of a context starts where its first does
+        if n % size or n // size <= -(-contexts.numel() // size) or not one_level:
+            return sample_in_batches(self, x_T[rows], cond.take(rows), sigmas, batch)
+        fill = [first[-1:]] * ((-contexts.numel()) % size)
+        firsts = torch.cat([first, *fill])  # each context's first row, then copies of the last: whole calls
+        velocity = []
+        for lo in range(0, firsts.numel(), size):
+            r = rows[firsts[lo : lo + size]]
+            x, c = x_T[r].to(self.device, self.dtype), cond.take(r)
+            velocity.append(self._velocity(x, sigmas[firsts[lo : lo + size].to(sigmas.device), 0], c, self._prepare(x, c)))
+        velocity = torch.cat(velocity)
+        images = []
+        for lo in range(0, n, size):
+            sel, r = positions[lo : lo + size], rows[lo : lo + size]
+            latents = self.sample_latents(x_T[r], cond.take(r), sigmas[sel.to(sigmas.device)], first_velocity=velocity[slot[sel].to(velocity.device)])
+            images.append(self._decode_all(latents))
+        return torch.cat([im.to(images[0].device) for im in images])
 
     @staticmethod
     def _euler_update(x: torch.Tensor, v: torch.Tensor, sigma: torch.Tensor, sigma_next: torch.Tensor) -> torch.Tensor:

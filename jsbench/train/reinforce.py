@@ -29,7 +29,7 @@ import torch
 
 from jsbench import JsbenchError
 from jsbench.backbones import load_backbone, recorded_guidance
-from jsbench.backbones.base import sample_in_batches, train_batch_size
+from jsbench.backbones.base import sample_rows, train_batch_size
 from jsbench.baselines import advantages, validate_baseline
 from jsbench.policy.convergence import run_convergence
 from jsbench.devices import pick_device
@@ -270,7 +270,7 @@ class Trainer:
 
             return tpdm_generate(self, ro)
         batch = self.config.batch_size or train_batch_size(self.backbone)
-        ro.images = sample_in_batches(self.backbone, ro.x_T[ro.rows], ro.cond.take(ro.rows), ro.sigmas.to(ro.x_T.device), batch)
+        ro.images = sample_rows(self.backbone, ro.x_T, ro.cond, ro.rows, ro.sigmas.to(ro.x_T.device), batch)
         return ro
 
     def score(self, ro: Rollout) -> Rollout:
