@@ -47,9 +47,10 @@ done
 train_one() {
   read -r dir n baseline kind seed <<<"$1"
   local resume=()
-  if [ "${RESUME:-0}" = 1 ] && [ -f "$dir/checkpoint.pt" ]; then
-    resume=(--resume)
-  elif [ "${RESUME:-0}" = 1 ] && [ -f "$dir/manifest.json" ] \
+  if [ "${RESUME:-0}" = 1 ] && [ -f "$dir/checkpoint.pt" ] \
+     && python -c "import sys, torch; sys.exit(torch.load(sys.argv[1], map_location='cpu', weights_only=True)['iteration'] > int(sys.argv[2]))" "$dir/checkpoint.pt" "$ITERS" 2>/dev/null; then
+    resume=(--resume)  # (a checkpoint past this many updates, or one that does not load, starts the run again)
+  elif [ "${RESUME:-0}" = 1 ] && [ -f "$dir/manifest.json" ] && [ ! -f "$dir/checkpoint.pt" ] \
        && python -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))['train']['iters'] != int(sys.argv[2]))" "$dir/manifest.json" "$ITERS"; then
     echo "== $dir kept (finished, $ITERS updates)"
     return
@@ -57,10 +58,13 @@ train_one() {
     rm -rf "$dir"
   fi
   mkdir -p "$(dirname "$dir")"
-  OMP_NUM_THREADS=1 jsbench train "${resume[@]}" --backbone "$BACKBONE" --reward "$SUITE" --suite "$SUITE" --iters "$ITERS" \
-    --contexts 16 --samples 4 --seed "$seed" --threads 1 --no-progress \
-    --steps "$n" --baseline "$baseline" --policy "$kind" --out "$dir" >/dev/null
-  rm -f "$dir/checkpoint.pt"  # the shipped artefact is the policy + manifest + training log + held-out curve
+  if ! OMP_NUM_THREADS=1 jsbench train "${resume[@]}" --backbone "$BACKBONE" --reward "$SUITE" --suite "$SUITE" --iters "$ITERS" \
+       --contexts 16 --samples 4 --seed "$seed" --threads 1 --no-progress \
+       --steps "$n" --baseline "$baseline" --policy "$kind" --out "$dir" >/dev/null; then
+    echo "== $dir FAILED or interrupted: its checkpoint, if it has one, is kept (RESUME=1 goes on from it)" >&2
+    return 1  # xargs runs the others, then exits non-zero, and so does this script
+  fi
+  rm -f "$dir/checkpoint.pt"  # finished: the shipped artefact is the policy + manifest + training log + held-out curve
   echo "== $dir $(python -c "import json,sys; c=json.load(open(sys.argv[1]))['convergence']; v=c['converged']; print({True: 'converged', False: 'NOT converged', None: 'not judged'}[v], *(('held-out rise/quarter', round(c['rise'], 4), 'se', round(c['se'], 4)) if v is not None else (c.get('reason', ''),)))" "$dir/manifest.json")"
 }
 export -f train_one

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from jsbench.backbones import load_backbone
-from jsbench.backbones.base import sample_in_batches, sample_rows, train_batch_size
+from jsbench.backbones.base import sample_in_batches, sample_rollout_rows, train_batch_size
+from jsbench.schedule import ScheduleError
 
 from tests.tiny_pipelines import PROMPTS, one_thread, tiny_backbone  # noqa: F401 (fixture)
 
@@ -25,19 +26,22 @@ def _learned_like(n: int, steps: int, seed: int) -> torch.Tensor:
 
 
 def _counting_calls(backbone):
-    """The number of denoiser forward calls made, as a list holding one count (a forward hook)."""
-    count = [0]
-    handle = backbone.pipe.transformer.register_forward_hook(lambda *args: count.__setitem__(0, count[0] + 1))
-    return count, handle
+    """The row count of every denoiser forward call made, in order (a forward hook), and the hook's handle."""
+    rows: list[int] = []
+    handle = backbone.pipe.transformer.register_forward_hook(lambda module, args, kwargs, out: rows.append(int(kwargs["hidden_states"].shape[0])),
+                                                             with_kwargs=True)
+    return rows, handle
 
 
 def _both(backbone, x_T, cond, rows, sigmas, batch):
-    count, handle = _counting_calls(backbone)
+    """(images of every row sampled, images through sample_rollout_rows, the row counts of each one's denoiser calls)."""
+    calls, handle = _counting_calls(backbone)
     try:
         plain = sample_in_batches(backbone, x_T[rows], cond.take(rows), sigmas, batch)
-        calls_plain, count[0] = count[0], 0
-        shared = sample_rows(backbone, x_T, cond, rows, sigmas, batch)
-        return plain, shared, calls_plain, count[0]
+        calls_plain = list(calls)
+        calls.clear()
+        shared = sample_rollout_rows(backbone, x_T, cond, rows, sigmas, batch)
+        return plain, shared, calls_plain, list(calls)
     finally:
         handle.remove()
 
@@ -55,9 +59,9 @@ def test_scenes_dit_rollout_equals_sampling_every_row(one_thread):
     assert batch == 16
     plain, shared, calls_plain, calls_shared = _both(bb, x_T, cond, rows, _learned_like(64, 3, 0), batch)
     assert torch.equal(plain, shared)
-    # guidance batches the conditional and unconditional rows into one call: 4 calls x 3 steps, against
-    # one first call for the 16 contexts and 4 calls x 2 later steps
-    assert (calls_plain, calls_shared) == (12, 9)
+    # 4 calls x 3 steps, against one first call for the 16 contexts and 4 calls x 2 later steps; every call
+    # of the same size (guidance batches the conditional and unconditional rows: 32)
+    assert calls_plain == [32] * 12 and calls_shared == [32] * 9
 
 
 @pytest.mark.parametrize("kind", ["sd35", "flux-dev"])
@@ -69,7 +73,9 @@ def test_tiny_flow_backbones_rollout_equals_sampling_every_row(kind, one_thread)
     sigmas = _learned_like(12, 3, 1)
     plain, shared, calls_plain, calls_shared = _both(bb, x_T, cond, rows, sigmas, batch=4)
     assert torch.equal(plain, shared)
-    assert calls_plain == 3 * 3 and calls_shared == 2 + 3 * 2  # 5 contexts in 2 calls of 4 (the last filled up)
+    # 5 contexts' first calls in 2 calls of the sampler's size (the last filled up), then 3 calls x 2 steps
+    assert len(calls_plain) == 3 * 3 and len(calls_shared) == 2 + 3 * 2
+    assert len(set(calls_plain)) == 1 and set(calls_shared) == set(calls_plain)
 
 
 @pytest.mark.parametrize("case", ["free start", "ragged", "one call"])
@@ -81,7 +87,48 @@ def test_rows_that_cannot_share_are_sampled_as_they_are(case, one_thread):
         sigmas[1, 0] = 0.9
     elif case == "ragged":  # 10 rows in calls of 4: the last call, of 2, would get velocities made in a call of 4
         rows, sigmas, batch = torch.tensor([0] * 5 + [1] * 5), _learned_like(10, 2, 2), 4
-    else:  # every row in one call: a call of fewer rows could differ in its last bits
+    else:  # every row in one call: a first call for the contexts would save no call
         batch = 6
     plain, shared, calls_plain, calls_shared = _both(bb, x_T, cond, rows, sigmas, batch)
     assert torch.equal(plain, shared) and calls_shared == calls_plain
+
+
+def test_a_rounded_schedule_is_refused_as_every_sampler_call_refuses_it(one_thread):
+    bb = tiny_backbone("sd35")
+    cond, x_T = bb.encode(PROMPTS[:2]), bb.initial_noise([7, 8])
+    rows, sigmas = torch.tensor([0, 0, 1, 1]), _learned_like(4, 2, 3).to(torch.bfloat16)
+    for sample in (lambda: sample_in_batches(bb, x_T[rows], cond.take(rows), sigmas, 2),
+                   lambda: sample_rollout_rows(bb, x_T, cond, rows, sigmas, 2)):
+        with pytest.raises(ScheduleError, match="float32 or float64"):
+            sample()
+
+
+def test_a_backbone_that_samples_otherwise_is_sampled_through_its_own_sample(one_thread):
+    """A wrapper that forwards attributes (a spy) and a subclass that overrides `sample` both see every call."""
+    bb = tiny_backbone("sd35")
+    cond, x_T = bb.encode(PROMPTS[:2]), bb.initial_noise([7, 8])
+    rows, sigmas = torch.tensor([0, 0, 0, 1, 1, 1]), _learned_like(6, 2, 4)
+    seen = []
+
+    class Spy:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, name):
+            return getattr(self.inner, name)
+
+        def sample(self, x, c, s):
+            seen.append(x.shape[0])
+            return self.inner.sample(x, c, s)
+
+    class Overriding(type(bb)):
+        def sample(self, x, c, s):
+            seen.append(x.shape[0])
+            return super().sample(x, c, s)
+
+    plain = sample_in_batches(bb, x_T[rows], cond.take(rows), sigmas, 3)
+    assert torch.equal(sample_rollout_rows(Spy(bb), x_T, cond, rows, sigmas, 3), plain) and seen == [3, 3]
+    seen.clear()
+    overriding = object.__new__(Overriding)
+    overriding.__dict__.update(bb.__dict__)
+    assert torch.equal(sample_rollout_rows(overriding, x_T, cond, rows, sigmas, 3), plain) and seen == [3, 3]

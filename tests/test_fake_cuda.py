@@ -116,10 +116,10 @@ def test_family_on_fake_cuda(kind, folders):
         assert syncs[5] == syncs[2] <= 6, (kind, syncs, dict(mode.syncs))
 
         config = TrainConfig(backbone=kind, model=str(folders[kind]), steps=2, suite="fakecuda", reward="fakecuda",
-                             iters=1, contexts=4, samples=2, seed=0, baseline="js", batch_size=4)
+                             iters=1, contexts=3, samples=2, seed=0, baseline="js", batch_size=4)
         trainer = Trainer(config, folders[kind].parent / f"{kind}-run", backbone=bb)
         assert all(_on_cuda(p) for p in trainer.policy.parameters())
-        ro = trainer.rollout(0)  # a policy draw, sampling of B*K rows (flow backbones: a first call per context), the rewards
+        ro = trainer.rollout(0)  # a policy draw, per-row sampling of B*K rows, the rewards
         assert _on_cuda(ro.simplex) and _on_cuda(ro.sigmas)
         # the loss's forward (the policy's log-probabilities, the baseline) on `cuda`; not its backward: recording
         # autograd on a tensor whose device is `cuda` aborts a CPU-only torch (its engine wants a CUDA guard)

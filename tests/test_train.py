@@ -53,6 +53,19 @@ def test_resume_after_a_crash_ends_exactly_like_an_uninterrupted_run(tmp_path):
     assert _strip(read_log(tmp_path / "full" / "train_log.jsonl")) == _strip(read_log(tmp_path / "crashed" / "train_log.jsonl"))
 
 
+def test_a_checkpoint_past_the_asked_updates_is_not_resumed(tmp_path):
+    """A run of 6 updates resumed as a run of 4 would be a 6-update policy under a 4-update command: refused."""
+    from jsbench.train.reinforce import TrainError
+
+    Trainer(_config(), tmp_path / "run").train(progress=False)
+    shorter = Trainer(_config(iters=4), tmp_path / "run")
+    with pytest.raises(TrainError, match="checkpoint is at update 6, past this run's --iters 4"):
+        shorter.resume()
+    longer = Trainer(_config(iters=8), tmp_path / "run")
+    longer.resume()  # going on to more updates is what resuming is for
+    assert longer.iteration == 6
+
+
 def test_same_seed_same_numbers_other_seed_other_numbers(tmp_path):
     runs = []
     for name, seed in [("a", 1), ("b", 1), ("c", 2)]:

@@ -58,3 +58,37 @@ def test_resume_goes_on_from_a_checkpoint_and_keeps_a_finished_run(tmp_path):
     assert (cut / RUN / "train_log.jsonl").read_bytes() == before
     _script(cut, iters=5, resume=True)  # another count: trained again from the start
     assert len(_log_without_seconds(cut / RUN)) == 5
+
+
+def _train_directly(folder: Path, iters: int) -> None:
+    """A run of `iters` updates whose checkpoint is still there, as an interruption after its last save leaves it."""
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    subprocess.run([sys.executable, "-m", "jsbench", "train", "--backbone", "analytic", "--reward", "geneval", "--suite", "geneval",
+                    "--iters", str(iters), "--contexts", "16", "--samples", "4", "--seed", "0", "--threads", "1", "--no-progress",
+                    "--steps", "3", "--baseline", "js", "--policy", "global", "--out", str(folder)],
+                   check=True, capture_output=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
+
+
+def test_resume_starts_again_from_a_checkpoint_past_the_asked_count(tmp_path):
+    _train_directly(tmp_path / RUN, iters=6)
+    assert (tmp_path / RUN / "checkpoint.pt").is_file()
+    _script(tmp_path, iters=4, resume=True)  # a 6-update policy must not be shipped under a 4-update command
+    assert len(_log_without_seconds(tmp_path / RUN)) == 4
+    assert json.loads((tmp_path / RUN / "manifest.json").read_text())["train"]["iters"] == 4
+
+
+def test_a_failed_or_interrupted_run_keeps_its_checkpoint_and_fails_the_script(tmp_path):
+    """Ctrl-C makes `jsbench train` exit 130 with its checkpoint saved: the script must neither delete that
+    checkpoint (as it does after a finished run) nor report success."""
+    stand_in = tmp_path / "bin" / "jsbench"
+    stand_in.parent.mkdir()
+    stand_in.write_text('#!/usr/bin/env bash\nwhile [ "$1" != --out ]; do shift; done\n'
+                        'mkdir -p "$2" && echo saved > "$2/checkpoint.pt"\nexit 130\n')
+    stand_in.chmod(0o755)
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "STEPS": "3", "SEEDS": "0 1", "POLICIES": "global", "ITERS": "6",
+           "PATH": f"{stand_in.parent}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "train_policies.sh"), "analytic"], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode != 0 and "FAILED or interrupted" in done.stderr
+    for seed in (0, 1):  # the other run still ran
+        assert (tmp_path / "out" / f"global-n3/seed{seed}" / "checkpoint.pt").read_text() == "saved\n"

@@ -726,6 +726,8 @@ class FlowMatchBackbone(DiffusersBackbone):
         `first_velocity`: the first step's velocity, already computed (`sample_context_rows`).
         """
         sigmas = self._check_batch(x_T, cond, sigmas)
+        if first_velocity is not None and first_velocity.shape != x_T.shape:
+            raise ValueError(f"first_velocity has shape {tuple(first_velocity.shape)}, the batch {tuple(x_T.shape)}")
         x = x_T.to(self.device, self.dtype)
         ctx = self._prepare(x, cond)
         for i in range(sigmas.shape[1] - 1):
@@ -738,42 +740,48 @@ class FlowMatchBackbone(DiffusersBackbone):
 
     @torch.no_grad()
     def sample_context_rows(self, x_T: torch.Tensor, cond: Condition, rows: torch.Tensor, sigmas: torch.Tensor, batch: int | None) -> torch.Tensor:
-        """`base.sample_rows`: `sample_in_batches(self, x_T[rows], cond.take(rows), sigmas, batch)`, with the first
-        step's velocity computed once per context instead of once per row.
+        """`base.sample_rollout_rows`: `sample_in_batches(self, x_T[rows], cond.take(rows), sigmas, batch)`, with the
+        first step's velocity computed once per context instead of once per row.
 
         A training update draws K schedules per context, every one starting from the context's noise at sigma 1,
         so the first network call reads the same input K times. Here each context's first velocity is computed
         once, in calls of exactly as many rows as the sampler's own calls have (the last one filled up with
         copies of its last row): a network call's rows do not depend on the other rows in it, but may on how
         many there are (the matrix kernels block by size; on the CPU a scenes-dit row's bits differ in calls
-        of 1-5 rows and not above), so every row's velocity is the one its sampler call would have computed.
-        Where that cannot hold (the rows do not fill whole calls, or one call holds them all, or a context's
-        rows start at different levels) the rows are sampled as they are."""
+        of 1-5 rows and not above), so every row's velocity is the one its own sampler call would compute.
+        The rows are sampled as they are where that cannot hold: the rows do not fill whole calls, a context's
+        rows start at different levels, the class samples otherwise (it overrides `sample`), or the tensors are
+        not on the CPU (a GPU's kernels may round a row differently at another position in the same call:
+        unchecked there); and where it would save no call (one call holds every row)."""
         n = rows.numel()
         size = min(int(batch or n), n)
+        plain = lambda: sample_in_batches(self, x_T[rows], cond.take(rows), sigmas, batch)  # noqa: E731
+        if sigmas.dtype not in (torch.float32, torch.float64) or type(self).sample is not DiffusersBackbone.sample \
+                or self.device.type != "cpu" or x_T.device.type != "cpu" or n % size:
+            return plain()  # (the first refuses a rounded schedule, as every sampler call does)
         sigmas = sigmas.to(self.device, torch.float32)
         rows = rows.to(x_T.device)
         contexts, slot = torch.unique(rows, sorted=True, return_inverse=True)
         positions = torch.arange(n, device=rows.device)
         first = torch.full((contexts.numel(),), n, device=rows.device).scatter_reduce(0, slot, positions, "amin")  # a context's first row
         start = sigmas[:, 0].contiguous().view(torch.int32)  # the starting levels' bits (-0.0 is not 0.0)
-        one_level = bool((start == start[first[slot].to(start.device)]).all())  # every row of a context starts where its first does
-        if n % size or n // size <= -(-contexts.numel() // size) or not one_level:
-            return sample_in_batches(self, x_T[rows], cond.take(rows), sigmas, batch)
+        one_level = bool((start == start[first[slot]]).all())  # every row of a context starts where its first does
+        if not one_level or n // size <= -(-contexts.numel() // size):
+            return plain()
         fill = [first[-1:]] * ((-contexts.numel()) % size)
         firsts = torch.cat([first, *fill])  # each context's first row, then copies of the last: whole calls
         velocity = []
         for lo in range(0, firsts.numel(), size):
             r = rows[firsts[lo : lo + size]]
             x, c = x_T[r].to(self.device, self.dtype), cond.take(r)
-            velocity.append(self._velocity(x, sigmas[firsts[lo : lo + size].to(sigmas.device), 0], c, self._prepare(x, c)))
+            velocity.append(self._velocity(x, sigmas[firsts[lo : lo + size], 0], c, self._prepare(x, c)))
         velocity = torch.cat(velocity)
         images = []
         for lo in range(0, n, size):
-            sel, r = positions[lo : lo + size], rows[lo : lo + size]
-            latents = self.sample_latents(x_T[r], cond.take(r), sigmas[sel.to(sigmas.device)], first_velocity=velocity[slot[sel].to(velocity.device)])
+            r = rows[lo : lo + size]
+            latents = self.sample_latents(x_T[r], cond.take(r), sigmas[lo : lo + size], first_velocity=velocity[slot[lo : lo + size]])
             images.append(self._decode_all(latents))
-        return torch.cat([im.to(images[0].device) for im in images])
+        return torch.cat(images)
 
     @staticmethod
     def _euler_update(x: torch.Tensor, v: torch.Tensor, sigma: torch.Tensor, sigma_next: torch.Tensor) -> torch.Tensor:

@@ -204,14 +204,15 @@ def train_batch_size(backbone) -> int | None:
     return int(size) if size else None
 
 
-def sample_rows(backbone, x_T: torch.Tensor, cond: Condition, rows: torch.Tensor, sigmas: torch.Tensor, batch: int | None) -> torch.Tensor:
+def sample_rollout_rows(backbone, x_T: torch.Tensor, cond: Condition, rows: torch.Tensor, sigmas: torch.Tensor, batch: int | None) -> torch.Tensor:
     """The images of a training rollout's rows: row i starts from context rows[i]'s noise x_T[rows[i]] under its
     prompt (cond's row rows[i]) and follows sigmas[i]. What `sample_in_batches` returns for x_T[rows],
-    cond.take(rows); a backbone that can share work between the rows of one context (several schedules drawn
-    for each, all starting from its noise) does so in its `sample_context_rows`, with the same result."""
-    share = getattr(backbone, "sample_context_rows", None)
-    if share is not None:
-        return share(x_T, cond, rows, sigmas, batch)
+    cond.take(rows); a backbone class that can share work between the rows of one context (several schedules
+    drawn for each, all starting from its noise) does so in its `sample_context_rows`, with the same result.
+    Looked up on the class: a wrapper that forwards attributes (a spy, a proxy) is sampled through its own
+    `sample`."""
+    if getattr(type(backbone), "sample_context_rows", None) is not None:
+        return backbone.sample_context_rows(x_T, cond, rows, sigmas, batch)
     return sample_in_batches(backbone, x_T[rows], cond.take(rows), sigmas, batch)
 
 

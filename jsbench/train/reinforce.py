@@ -29,7 +29,7 @@ import torch
 
 from jsbench import JsbenchError
 from jsbench.backbones import load_backbone, recorded_guidance
-from jsbench.backbones.base import sample_rows, train_batch_size
+from jsbench.backbones.base import sample_rollout_rows, train_batch_size
 from jsbench.baselines import advantages, validate_baseline
 from jsbench.policy.convergence import run_convergence
 from jsbench.devices import pick_device
@@ -188,6 +188,9 @@ class Trainer:
                 had = saved.get(key, "auto")  # a checkpoint from before --policy-arch: auto (small where it could train)
                 if had != getattr(self.config, key):
                     raise TrainError(f"cannot resume: checkpoint has {key}={had!r}, this run asks {getattr(self.config, key)!r}")
+            if int(state["iteration"]) > self.config.iters:  # going on would not make the run this command names
+                raise TrainError(f"cannot resume: the checkpoint is at update {int(state['iteration'])}, past this run's "
+                                 f"--iters {self.config.iters}; start again with --overwrite")
             self.policy.load_state_dict(state["policy"])
             self.optimizer.load_state_dict(state["optimizer"])
             torch.set_rng_state(state["torch_rng"].cpu())
@@ -270,7 +273,7 @@ class Trainer:
 
             return tpdm_generate(self, ro)
         batch = self.config.batch_size or train_batch_size(self.backbone)
-        ro.images = sample_rows(self.backbone, ro.x_T, ro.cond, ro.rows, ro.sigmas.to(ro.x_T.device), batch)
+        ro.images = sample_rollout_rows(self.backbone, ro.x_T, ro.cond, ro.rows, ro.sigmas.to(ro.x_T.device), batch)
         return ro
 
     def score(self, ro: Rollout) -> Rollout:
