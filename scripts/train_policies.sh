@@ -7,9 +7,10 @@
 #   bash scripts/train_policies.sh scenes-dit             # the learned backbone (3 steps, 100 updates, seeds 0-7)
 #   STEPS="3" SEEDS="0" POLICIES="js rloo" JOBS=2 bash scripts/train_policies.sh   # a subset, two at a time
 #   SUITE=ocr JOBS=2 bash scripts/train_policies.sh       # analytic's text world, OCR reward: <backbone>/ocr-<name>-n<steps>/
-#   RESUME=1 ... bash scripts/train_policies.sh           # after an interruption: a run with a checkpoint goes on from it
-#                                                         # (the same files as an uninterrupted run), a finished run of
-#                                                         # this many updates is kept, any other starts again
+#   RESUME=1 ... bash scripts/train_policies.sh           # after an interruption: a run whose checkpoint is of this update
+#                                                         # count goes on from it (the same files as an uninterrupted run),
+#                                                         # a finished run of this count is kept, any other starts again;
+#                                                         # a checkpoint that does not load is kept and its run fails
 # Updates per backbone are where the held-out score has stopped moving (manifest "convergence", from the run's
 # heldout.jsonl: jsbench/policy/convergence.py; a row's verdict is its seeds' averaged curve's); every row of a
 # backbone gets the same count.
@@ -46,11 +47,18 @@ for n in $STEPS; do
 done
 train_one() {
   read -r dir n baseline kind seed <<<"$1"
-  local resume=()
-  if [ "${RESUME:-0}" = 1 ] && [ -f "$dir/checkpoint.pt" ] \
-     && python -c "import sys, torch; sys.exit(torch.load(sys.argv[1], map_location='cpu', weights_only=True)['iteration'] > int(sys.argv[2]))" "$dir/checkpoint.pt" "$ITERS" 2>/dev/null; then
-    resume=(--resume)  # (a checkpoint past this many updates, or one that does not load, starts the run again)
-  elif [ "${RESUME:-0}" = 1 ] && [ -f "$dir/manifest.json" ] && [ ! -f "$dir/checkpoint.pt" ] \
+  local resume=() verdict=0
+  if [ "${RESUME:-0}" = 1 ] && [ -f "$dir/checkpoint.pt" ]; then
+    # 0: a checkpoint of this very run (its update count, not past it); 3: of a run of another count; else unreadable
+    python -c "import sys, torch; s = torch.load(sys.argv[1], map_location='cpu', weights_only=True); n = int(sys.argv[2]); sys.exit(0 if s['config']['iters'] == n and s['iteration'] <= n else 3)" \
+      "$dir/checkpoint.pt" "$ITERS" || verdict=$?
+    case "$verdict" in
+      0) resume=(--resume) ;;
+      3) rm -rf "$dir" ;;  # going on would not give this run's files (its held-out points follow the count): start again
+      *) echo "== $dir: its checkpoint does not load (exit $verdict); kept, not trained: delete it to start again" >&2
+         return 1 ;;
+    esac
+  elif [ "${RESUME:-0}" = 1 ] && [ -f "$dir/manifest.json" ] \
        && python -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))['train']['iters'] != int(sys.argv[2]))" "$dir/manifest.json" "$ITERS"; then
     echo "== $dir kept (finished, $ITERS updates)"
     return

@@ -128,6 +128,26 @@ def test_family_on_fake_cuda(kind, folders):
         assert _on_cuda(loss) and math.isfinite(float(loss))
 
 
+@pytest.mark.slow  # over 2 s (issue 42's fast lane: 90 s)
+def test_a_rollout_on_cuda_samples_every_row_as_it_is(folders):
+    """A context's first call is shared between its rows on the CPU only, where that was checked bit for bit; on
+    CUDA a kernel may round a row differently at another position in the same call, so every row is sampled."""
+    from jsbench.backbones.base import sample_rollout_rows
+
+    with FakeCuda() as mode:
+        bb = _load("sd35", folders, mode)
+        cond, x = bb.encode(PROMPTS[:2]), bb.initial_noise([1, 2])
+        rows = torch.tensor([0, 0, 1, 1], device="cuda")  # on the CPU: one first call for both contexts, 3 in all
+        sigmas = bb.default_sigmas(2, x[rows])
+        calls = []
+        handle = bb.pipe.transformer.register_forward_hook(lambda *args: calls.append(1))
+        try:
+            images = sample_rollout_rows(bb, x, cond, rows, sigmas, 2)
+        finally:
+            handle.remove()
+        assert _on_cuda(images) and len(calls) == 2 * 2  # 2 calls of 2 rows x 2 steps
+
+
 def _sources(folders, tmp_path):
     """Every schedule source compare runs, as `resolve_schedule` specs (oss and searched are computed below)."""
     schedule_file = tmp_path / "sched.json"

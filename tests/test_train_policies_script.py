@@ -35,14 +35,31 @@ def _log_without_seconds(folder: Path) -> list[dict]:
 def test_resume_goes_on_from_a_checkpoint_and_keeps_a_finished_run(tmp_path):
     whole, cut = tmp_path / "whole", tmp_path / "cut"
     _script(whole, iters=6)
-    # a run interrupted after its checkpoint at update 4: its folder as the kill leaves it, checkpoint and all
-    (cut / RUN).parent.mkdir(parents=True)
-    subprocess.run([sys.executable, "-m", "jsbench", "train", "--backbone", "analytic", "--reward", "geneval", "--suite", "geneval",
-                    "--iters", "4", "--contexts", "16", "--samples", "4", "--seed", "0", "--threads", "1", "--no-progress",
-                    "--steps", "3", "--baseline", "js", "--policy", "global", "--out", str(cut / RUN)],
-                   check=True, capture_output=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
-    assert (cut / RUN / "checkpoint.pt").is_file()
-    done_before = (cut / RUN / "train_log.jsonl").read_text().splitlines()  # with their own seconds
+    # the same 6-update run interrupted after its checkpoint at update 4 (checkpoints every 2 updates here, a setting
+    # the manifest's command does not record), its folder as the interruption leaves it: checkpoint and all
+    interrupted = f"""
+import sys
+from jsbench.train.reinforce import TrainConfig, Trainer
+
+class Stop(Exception):
+    pass
+
+def stop_after_the_fifth(record):
+    if record["iteration"] == 4:
+        raise Stop
+
+config = TrainConfig(backbone="analytic", steps=3, baseline="js", reward="geneval", suite="geneval", policy="global",
+                     iters=6, contexts=16, samples=4, seed=0, threads=1, checkpoint_every=2)
+try:
+    Trainer(config, sys.argv[1]).train(progress=False, on_update=stop_after_the_fifth)
+except Stop:
+    sys.exit(0)
+sys.exit(1)
+"""
+    subprocess.run([sys.executable, "-c", interrupted, str(cut / RUN)], check=True, capture_output=True, timeout=600,
+                   env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert (cut / RUN / "checkpoint.pt").is_file() and not (cut / RUN / "manifest.json").exists()
+    done_before = (cut / RUN / "train_log.jsonl").read_text().splitlines()[:4]  # with their own seconds
 
     out = _script(cut, iters=6, resume=True)
     assert (cut / RUN / "train_log.jsonl").read_text().splitlines()[:4] == done_before  # not trained again
@@ -69,12 +86,28 @@ def _train_directly(folder: Path, iters: int) -> None:
                    check=True, capture_output=True, timeout=600, env={**os.environ, "OMP_NUM_THREADS": "1"})
 
 
-def test_resume_starts_again_from_a_checkpoint_past_the_asked_count(tmp_path):
-    _train_directly(tmp_path / RUN, iters=6)
+@pytest.mark.parametrize("trained", [6, 2])
+def test_resume_starts_again_from_a_checkpoint_of_another_count(tmp_path, trained):
+    """Past the count, going on would ship a 6-update policy under a 4-update command; short of it, the held-out
+    points (every count/20 updates) would not be the ones the 4-update run scores."""
+    _train_directly(tmp_path / RUN, iters=trained)
     assert (tmp_path / RUN / "checkpoint.pt").is_file()
-    _script(tmp_path, iters=4, resume=True)  # a 6-update policy must not be shipped under a 4-update command
+    before = (tmp_path / RUN / "train_log.jsonl").read_text().splitlines()[:2]  # with their own seconds
+    _script(tmp_path, iters=4, resume=True)
+    assert (tmp_path / RUN / "train_log.jsonl").read_text().splitlines()[:2] != before  # trained again, not gone on from
     assert len(_log_without_seconds(tmp_path / RUN)) == 4
     assert json.loads((tmp_path / RUN / "manifest.json").read_text())["train"]["iters"] == 4
+
+
+def test_a_checkpoint_that_does_not_load_is_kept_and_its_run_fails(tmp_path):
+    (tmp_path / RUN).mkdir(parents=True)
+    (tmp_path / RUN / "checkpoint.pt").write_bytes(b"not a checkpoint")
+    env = {**os.environ, "OUT": str(tmp_path), "STEPS": "3", "SEEDS": "0", "POLICIES": "global", "ITERS": "4", "RESUME": "1",
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = subprocess.run(["bash", str(ROOT / "scripts" / "train_policies.sh"), "analytic"], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode != 0 and "does not load" in done.stderr
+    assert (tmp_path / RUN / "checkpoint.pt").read_bytes() == b"not a checkpoint" and not (tmp_path / RUN / "train_log.jsonl").exists()
 
 
 def test_a_failed_or_interrupted_run_keeps_its_checkpoint_and_fails_the_script(tmp_path):

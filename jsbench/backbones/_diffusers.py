@@ -750,7 +750,8 @@ class FlowMatchBackbone(DiffusersBackbone):
         many there are (the matrix kernels block by size; on the CPU a scenes-dit row's bits differ in calls
         of 1-5 rows and not above), so every row's velocity is the one its own sampler call would compute.
         The rows are sampled as they are where that cannot hold: the rows do not fill whole calls, a context's
-        rows start at different levels, the class samples otherwise (it overrides `sample`), or the tensors are
+        rows start at different levels, the class samples otherwise (it overrides `sample`; an instance whose
+        `sample` is replaced is not seen), or the tensors are
         not on the CPU (a GPU's kernels may round a row differently at another position in the same call:
         unchecked there); and where it would save no call (one call holds every row)."""
         n = rows.numel()
