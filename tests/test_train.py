@@ -66,6 +66,28 @@ def test_a_checkpoint_past_the_asked_updates_is_not_resumed(tmp_path):
     assert longer.iteration == 6
 
 
+def test_a_run_is_extended_only_as_the_run_its_command_names(tmp_path):
+    """Going on to more updates keeps the checkpoint's held-out points only at its cadence (by default it follows
+    --iters), so another cadence is refused with the flag that keeps it, and so is any setting that decides the
+    updates; extended at its cadence, the run ends as an uninterrupted run of the longer command."""
+    from jsbench.train.reinforce import TrainError
+
+    kw = dict(heldout_prompts=8, heldout_every=2)
+    Trainer(_config(iters=4, **kw), tmp_path / "run").train(progress=False)
+    with pytest.raises(TrainError, match="every 2 updates, this one every 1; pass --heldout-every 2"):
+        Trainer(_config(iters=6, heldout_prompts=8), tmp_path / "run").resume()
+    with pytest.raises(TrainError, match="checkpoint has lr=0.01, this run asks 0.02"):
+        Trainer(_config(iters=6, lr=0.02, **kw), tmp_path / "run").resume()
+    longer = Trainer(_config(iters=6, **kw), tmp_path / "run")
+    longer.resume()
+    longer.train(progress=False)
+    whole = Trainer(_config(iters=6, **kw), tmp_path / "whole")
+    whole.train(progress=False)
+    for name in ("train_log.jsonl", "heldout.jsonl"):
+        assert _strip(read_log(tmp_path / "run" / name)) == _strip(read_log(tmp_path / "whole" / name))
+    assert [r["iteration"] for r in read_log(tmp_path / "run" / "heldout.jsonl")] == [0, 2, 4, 6]
+
+
 def test_same_seed_same_numbers_other_seed_other_numbers(tmp_path):
     runs = []
     for name, seed in [("a", 1), ("b", 1), ("c", 2)]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Callable
 
@@ -50,6 +50,11 @@ MAX_SEED = 999
 # `jsbench.evaluation.evaluate.noise_seed`, far from the leaderboards' images 0..), scored at the policy's mean schedule
 HELDOUT_IMAGE = 1_000
 HELDOUT_POINTS = 20  # held-out scores in a run by default (every iters/20 updates), besides the untrained one
+# what a resumed run must share with its checkpoint's: everything that decides its updates or its held-out curve
+# (not --iters, checked apart, nor where and how fast it runs, nor where the weights are: --model)
+_RESUME_MUST_MATCH = ("backbone", "steps", "baseline", "reward", "suite", "ocr_protocol", "prompts_file", "policy",
+                      "contexts", "samples", "lr", "network_lr", "weight_decay", "grad_clip", "concentration", "width",
+                      "policy_arch", "seed", "heldout_prompts", "noise_stream", "guidance", "dtype")
 
 
 class TrainError(JsbenchError):
@@ -184,13 +189,20 @@ class Trainer:
             # written on a CPU resumes on a GPU; the RNG state alone must be a CPU tensor
             state = torch.load(self.checkpoint_path, map_location=self.policy_device, weights_only=True)
             saved = state["config"]
-            for key in ("backbone", "steps", "baseline", "reward", "policy", "contexts", "samples", "seed", "policy_arch"):
-                had = saved.get(key, "auto")  # a checkpoint from before --policy-arch: auto (small where it could train)
+            defaults = {f.name: f.default for f in fields(TrainConfig)}
+            for key in _RESUME_MUST_MATCH:
+                had = saved.get(key, defaults[key])  # a checkpoint from before the field: its default then
                 if had != getattr(self.config, key):
                     raise TrainError(f"cannot resume: checkpoint has {key}={had!r}, this run asks {getattr(self.config, key)!r}")
             if int(state["iteration"]) > self.config.iters:  # going on would not make the run this command names
                 raise TrainError(f"cannot resume: the checkpoint is at update {int(state['iteration'])}, past this run's "
                                  f"--iters {self.config.iters}; start again with --overwrite")
+            # the held-out points follow from the cadence, by default from --iters: a run extended to more updates
+            # keeps its points only where it names its checkpoint's cadence (and its command then records it)
+            had_every = saved.get("heldout_every") or max(1, int(saved["iters"]) // HELDOUT_POINTS)
+            if saved.get("heldout_prompts", defaults["heldout_prompts"]) and had_every != self.heldout_every:
+                raise TrainError(f"cannot resume: the checkpoint's run scores the held-out set every {had_every} updates, "
+                                 f"this one every {self.heldout_every}; pass --heldout-every {had_every}")
             self.policy.load_state_dict(state["policy"])
             self.optimizer.load_state_dict(state["optimizer"])
             torch.set_rng_state(state["torch_rng"].cpu())
