@@ -13,7 +13,7 @@
 #                                                         # a checkpoint that does not load is kept and its run fails
 # Updates per backbone are where the held-out score has stopped moving (manifest "convergence", from the run's
 # heldout.jsonl: jsbench/policy/convergence.py; a row's verdict is its seeds' averaged curve's); every row of a
-# backbone gets the same count.
+# backbone gets the same count (OCR: of a budget).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BACKBONE="${1:-analytic}"
@@ -23,9 +23,13 @@ declare -A default_iters=([analytic]=400 [detail]=2000 [scenes-dit]=100)
 declare -A default_policies=([analytic]="global js js-prompt rloo xctx" [detail]="global js js-prompt rloo" [scenes-dit]="global js rloo xctx")
 declare -A suite_steps=([ocr]="3 5")
 STEPS="${STEPS:-${suite_steps[$SUITE]:-${default_steps[$BACKBONE]:-3}}}"
-declare -A suite_iters=([ocr]=80)  # OCR: ~2.1 CPU-s an update on analytic (rapidocr reads every sample)
+# OCR: ~2.1 CPU-s an update on analytic (rapidocr reads every sample), so its counts are per budget: every row of
+# a budget gets the same count (rows compare as methods within a budget, not across)
+declare -A suite_iters=([ocr-3]=200 [ocr-5]=80)
 declare -A suite_policies=([ocr]="global js rloo xctx")
-ITERS="${ITERS:-${suite_iters[$SUITE]:-${default_iters[$BACKBONE]:-200}}}"
+iters_for() {  # the update count of a row at $1 steps: ITERS if set, else its suite's budget's, else its backbone's
+  echo "${ITERS:-${suite_iters[$SUITE-$1]:-${default_iters[$BACKBONE]:-200}}}"
+}
 POLICIES="${POLICIES:-${suite_policies[$SUITE]:-${default_policies[$BACKBONE]:-global js rloo}}}"
 PREFIX=""
 [ "$SUITE" = geneval ] || PREFIX="$SUITE-"
@@ -41,17 +45,17 @@ for n in $STEPS; do
   for name in $POLICIES; do
     read -r baseline kind <<<"${spec[$name]}"
     for seed in $SEEDS; do
-      runs+=("$OUT/$PREFIX$name-n$n/seed$seed $n $baseline $kind $seed")
+      runs+=("$OUT/$PREFIX$name-n$n/seed$seed $n $baseline $kind $seed $(iters_for "$n")")
     done
   done
 done
 train_one() {
-  read -r dir n baseline kind seed <<<"$1"
+  read -r dir n baseline kind seed iters <<<"$1"
   local resume=() verdict=0
   if [ "${RESUME:-0}" = 1 ] && [ -f "$dir/checkpoint.pt" ]; then
     # 0: a checkpoint of this very run (its update count, not past it); 3: of a run of another count; else unreadable
     python -c "import sys, torch; s = torch.load(sys.argv[1], map_location='cpu', weights_only=True); n = int(sys.argv[2]); sys.exit(0 if s['config']['iters'] == n and s['iteration'] <= n else 3)" \
-      "$dir/checkpoint.pt" "$ITERS" || verdict=$?
+      "$dir/checkpoint.pt" "$iters" || verdict=$?
     case "$verdict" in
       0) resume=(--resume) ;;
       3) rm -rf "$dir" ;;  # going on would not give this run's files (its held-out points follow the count): start again
@@ -59,14 +63,14 @@ train_one() {
          return 1 ;;
     esac
   elif [ "${RESUME:-0}" = 1 ] && [ -f "$dir/manifest.json" ] \
-       && python -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))['train']['iters'] != int(sys.argv[2]))" "$dir/manifest.json" "$ITERS"; then
-    echo "== $dir kept (finished, $ITERS updates)"
+       && python -c "import json,sys; sys.exit(json.load(open(sys.argv[1]))['train']['iters'] != int(sys.argv[2]))" "$dir/manifest.json" "$iters"; then
+    echo "== $dir kept (finished, $iters updates)"
     return
   else
     rm -rf "$dir"
   fi
   mkdir -p "$(dirname "$dir")"
-  if ! OMP_NUM_THREADS=1 jsbench train "${resume[@]}" --backbone "$BACKBONE" --reward "$SUITE" --suite "$SUITE" --iters "$ITERS" \
+  if ! OMP_NUM_THREADS=1 jsbench train "${resume[@]}" --backbone "$BACKBONE" --reward "$SUITE" --suite "$SUITE" --iters "$iters" \
        --contexts 16 --samples 4 --seed "$seed" --threads 1 --no-progress \
        --steps "$n" --baseline "$baseline" --policy "$kind" --out "$dir" >/dev/null; then
     echo "== $dir FAILED or interrupted: its checkpoint, if it has one, is kept (RESUME=1 goes on from it)" >&2
@@ -76,5 +80,5 @@ train_one() {
   echo "== $dir $(python -c "import json,sys; c=json.load(open(sys.argv[1]))['convergence']; v=c['converged']; print({True: 'converged', False: 'NOT converged', None: 'not judged'}[v], *(('held-out rise/quarter', round(c['rise'], 4), 'se', round(c['se'], 4)) if v is not None else (c.get('reason', ''),)))" "$dir/manifest.json")"
 }
 export -f train_one
-export BACKBONE ITERS SUITE RESUME
+export BACKBONE SUITE RESUME
 printf '%s\n' "${runs[@]}" | xargs -P "$JOBS" -I{} bash -c 'train_one "$@"' _ {}
