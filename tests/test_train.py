@@ -88,6 +88,38 @@ def test_a_run_is_extended_only_as_the_run_its_command_names(tmp_path):
     assert [r["iteration"] for r in read_log(tmp_path / "run" / "heldout.jsonl")] == [0, 2, 4, 6]
 
 
+def test_a_finished_runs_last_point_off_its_cadence_is_not_kept_when_extended(tmp_path):
+    """Every run scores its last update; a 5-update run at cadence 2 has a point at 5 that a 6-update run has not."""
+    kw = dict(heldout_prompts=8, heldout_every=2)
+    Trainer(_config(iters=5, **kw), tmp_path / "run").train(progress=False)
+    assert [r["iteration"] for r in read_log(tmp_path / "run" / "heldout.jsonl")] == [0, 2, 4, 5]
+    longer = Trainer(_config(iters=6, **kw), tmp_path / "run")
+    longer.resume()
+    longer.train(progress=False)
+    whole = Trainer(_config(iters=6, **kw), tmp_path / "whole")
+    whole.train(progress=False)
+    assert _strip(read_log(tmp_path / "run" / "heldout.jsonl")) == _strip(read_log(tmp_path / "whole" / "heldout.jsonl"))
+
+
+def test_an_older_checkpoint_resumes_as_the_run_it_was(tmp_path):
+    """A checkpoint from before per-seed noise drew seed 0's stream: it resumes as --noise-stream shared, not as
+    the per-seed default; a field whose None means the default (width) is compared only where both name it."""
+    from jsbench.train.reinforce import TrainError
+
+    Trainer(_config(seed=1, noise_stream="shared"), tmp_path / "run").train(progress=False)
+    path = tmp_path / "run" / "checkpoint.pt"
+    state = torch.load(path, weights_only=True)
+    del state["config"]["noise_stream"]
+    state["config"]["width"] = 128  # older checkpoints saved the width they resolved
+    state["iteration"] = 4
+    torch.save(state, path)
+    with pytest.raises(TrainError, match="checkpoint has noise_stream='shared', this run asks 'per-seed'"):
+        Trainer(_config(seed=1), tmp_path / "run").resume()
+    Trainer(_config(seed=1, noise_stream="shared"), tmp_path / "run").resume()
+    with pytest.raises(TrainError, match="checkpoint has width=128, this run asks 64"):
+        Trainer(_config(seed=1, noise_stream="shared", width=64), tmp_path / "run").resume()
+
+
 def test_same_seed_same_numbers_other_seed_other_numbers(tmp_path):
     runs = []
     for name, seed in [("a", 1), ("b", 1), ("c", 2)]:

@@ -127,36 +127,40 @@ def test_a_failed_or_interrupted_run_keeps_its_checkpoint_and_fails_the_script(t
         assert (tmp_path / "out" / f"global-n3/seed{seed}" / "checkpoint.pt").read_text() == "saved\n"
 
 
-def test_ocr_update_counts_are_per_budget(tmp_path):
-    """SUITE=ocr trains each step budget at its own count, the same for every row of it (ITERS overrides both);
-    a stand-in `jsbench` records the commands instead of training."""
+def test_update_counts_are_per_budget_for_ocr_and_per_backbone_else(tmp_path):
+    """SUITE=ocr trains each step budget at its own count, the same for every row of it (ITERS overrides both),
+    RESUME=1 keeps a finished run of its budget's count, and GenEval keeps the backbone's count; a stand-in
+    `jsbench` records the commands instead of training (its manifest names the run's update count)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "jsbench"
-    fake.write_text('#!/usr/bin/env bash\necho "$*" >> "$JSBENCH_CALLS"\nout="${@: -1}"\nmkdir -p "$out"\n'
-                    'echo \'{"convergence": {"converged": null, "reason": "stand-in"}}\' > "$out/manifest.json"\n')
+    fake.write_text('#!/usr/bin/env bash\necho "$*" >> "$JSBENCH_CALLS"\nargs=("$@")\nout="${@: -1}"\n'
+                    'for i in "${!args[@]}"; do [ "${args[$i]}" = --iters ] && iters="${args[$((i + 1))]}"; done\n'
+                    'mkdir -p "$out"\necho "{\\"train\\": {\\"iters\\": $iters}, \\"convergence\\": '
+                    '{\\"converged\\": null, \\"reason\\": \\"stand-in\\"}}" > "$out/manifest.json"\n')
     fake.chmod(0o755)
 
-    def iters_by_run(**extra: str) -> dict[str, str]:
-        calls, out = tmp_path / f"calls{len(extra)}.txt", tmp_path / f"out{len(extra)}"
+    def iters_by_run(name: str, **extra: str) -> dict[str, str]:
+        calls, out = tmp_path / f"calls-{name}.txt", tmp_path / extra.pop("OUT_NAME", f"out-{name}")
         env = {**os.environ, "OUT": str(out), "SUITE": "ocr", "STEPS": "3 5", "SEEDS": "0 1",
                "POLICIES": "global js", "JSBENCH_CALLS": str(calls), **extra,
                "PATH": f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-        for name in ("RESUME", "ITERS"):
-            if name not in extra:
-                env.pop(name, None)
+        for var in ("RESUME", "ITERS"):
+            if var not in extra:
+                env.pop(var, None)
         done = subprocess.run(["bash", str(ROOT / "scripts" / "train_policies.sh"), "analytic"], env=env,
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-2000:]
         runs = {}
-        for line in calls.read_text().splitlines():
+        for line in (calls.read_text().splitlines() if calls.exists() else []):
             argv = line.split()
             runs[Path(argv[argv.index("--out") + 1]).relative_to(out).as_posix()] = argv[argv.index("--iters") + 1]
         return runs
 
-    by_run = iters_by_run()
-    assert len(by_run) == 8
+    by_run = iters_by_run("ocr")
     assert by_run == {
         f"ocr-{name}-n{steps}/seed{seed}": {3: "200", 5: "80"}[steps]
         for name in ("global", "js") for steps in (3, 5) for seed in (0, 1)}
-    assert set(iters_by_run(ITERS="7").values()) == {"7"}
+    assert iters_by_run("resumed", RESUME="1", OUT_NAME="out-ocr") == {}  # every run finished at its count: kept
+    assert set(iters_by_run("override", ITERS="7").values()) == {"7"}
+    assert iters_by_run("geneval", SUITE="geneval", STEPS="3", SEEDS="0", POLICIES="global") == {"global-n3/seed0": "400"}

@@ -50,11 +50,16 @@ MAX_SEED = 999
 # `jsbench.evaluation.evaluate.noise_seed`, far from the leaderboards' images 0..), scored at the policy's mean schedule
 HELDOUT_IMAGE = 1_000
 HELDOUT_POINTS = 20  # held-out scores in a run by default (every iters/20 updates), besides the untrained one
-# what a resumed run must share with its checkpoint's: everything that decides its updates or its held-out curve
-# (not --iters, checked apart, nor where and how fast it runs, nor where the weights are: --model)
-_RESUME_MUST_MATCH = ("backbone", "steps", "baseline", "reward", "suite", "ocr_protocol", "prompts_file", "policy",
-                      "contexts", "samples", "lr", "network_lr", "weight_decay", "grad_clip", "concentration", "width",
-                      "policy_arch", "seed", "heldout_prompts", "noise_stream", "guidance", "dtype")
+# what a resumed run must share with its checkpoint's: what decides its updates or its held-out curve. Not --iters
+# (checked apart), nor where and how fast it runs, nor paths (--model, --prompts-file: the same file may be named
+# another way). A field whose None means "the default" (_RESUME_EXPLICIT) is compared only where both runs named a
+# value: None is resolved by the backbone and device, which the checkpoint does not record.
+_RESUME_MUST_MATCH = ("backbone", "steps", "baseline", "reward", "suite", "policy", "contexts", "samples", "lr",
+                      "network_lr", "weight_decay", "grad_clip", "concentration", "policy_arch", "seed",
+                      "heldout_prompts", "noise_stream")
+_RESUME_EXPLICIT = ("width", "ocr_protocol", "guidance", "dtype")
+# a checkpoint from before a field existed ran as this value of it (before per-seed noise every seed drew seed 0's)
+_RESUME_BEFORE_THE_FIELD = {"noise_stream": "shared"}
 
 
 class TrainError(JsbenchError):
@@ -190,10 +195,10 @@ class Trainer:
             state = torch.load(self.checkpoint_path, map_location=self.policy_device, weights_only=True)
             saved = state["config"]
             defaults = {f.name: f.default for f in fields(TrainConfig)}
-            for key in _RESUME_MUST_MATCH:
-                had = saved.get(key, defaults[key])  # a checkpoint from before the field: its default then
-                if had != getattr(self.config, key):
-                    raise TrainError(f"cannot resume: checkpoint has {key}={had!r}, this run asks {getattr(self.config, key)!r}")
+            for key in _RESUME_MUST_MATCH + _RESUME_EXPLICIT:
+                had, asks = saved.get(key, _RESUME_BEFORE_THE_FIELD.get(key, defaults[key])), getattr(self.config, key)
+                if had != asks and not (key in _RESUME_EXPLICIT and (had is None or asks is None)):
+                    raise TrainError(f"cannot resume: checkpoint has {key}={had!r}, this run asks {asks!r}")
             if int(state["iteration"]) > self.config.iters:  # going on would not make the run this command names
                 raise TrainError(f"cannot resume: the checkpoint is at update {int(state['iteration'])}, past this run's "
                                  f"--iters {self.config.iters}; start again with --overwrite")
@@ -211,14 +216,19 @@ class Trainer:
             raise
         except Exception as exc:  # a truncated or corrupted file: one line, not a traceback
             raise TrainError(f"checkpoint {self.checkpoint_path} is corrupt ({exc.__class__.__name__}); delete it or start without --resume") from None
-        self._truncate_log(self.iteration)
+        # a finished run's last point may be off the cadence (every run scores its last update); extended, the run
+        # has no point there
+        off_cadence = self.iteration % self.heldout_every != 0 and self.iteration < self.config.iters
+        self._truncate_log(self.iteration, heldout_through=self.iteration - 1 if off_cadence else self.iteration)
 
-    def _truncate_log(self, keep: int) -> None:
+    def _truncate_log(self, keep: int, heldout_through: int | None = None) -> None:
         """Drop log lines of updates after the checkpoint (they will be redone identically), and held-out
-        scores after it (a held-out score at the checkpoint's own iteration was written before it)."""
+        scores after it (a held-out score at the checkpoint's own iteration was written before it), or after
+        `heldout_through`."""
         if not self.dist.is_main:
             return
-        for path, limit in ((self.log_path, keep), (self.heldout_path, keep + 1)):
+        last = keep if heldout_through is None else heldout_through
+        for path, limit in ((self.log_path, keep), (self.heldout_path, last + 1)):
             if not path.exists():
                 continue
             kept = []
