@@ -66,6 +66,11 @@ class TrainError(JsbenchError):
     pass
 
 
+def heldout_cadence(heldout_every: int | None, iters: int) -> int:
+    """Updates between held-out scores: `heldout_every` where a run names it, else every iters/20."""
+    return heldout_every or max(1, iters // HELDOUT_POINTS)
+
+
 def _update_rng(seed: int, it: int) -> tuple[np.random.Generator, int]:
     """Everything random in update `it` comes from here (contexts, noise seeds, Dirichlet draws)."""
     ss = np.random.SeedSequence([seed, it])
@@ -140,7 +145,7 @@ class Trainer:
         # the held-out set: `heldout_prompts` training prompts spread evenly over the split (so over its tasks)
         p = min(config.heldout_prompts, len(train_items))
         self.heldout_items = [train_items[(i * len(train_items)) // p] for i in range(p)] if p else []
-        self.heldout_every = config.heldout_every or max(1, config.iters // HELDOUT_POINTS)
+        self.heldout_every = heldout_cadence(config.heldout_every, config.iters)
         torch.manual_seed(config.seed)  # parameter init
         arch = config.policy_arch
         if arch == "auto":
@@ -204,7 +209,7 @@ class Trainer:
                                  f"--iters {self.config.iters}; start again with --overwrite")
             # the held-out points follow from the cadence, by default from --iters: a run extended to more updates
             # keeps its points only where it names its checkpoint's cadence (and its command then records it)
-            had_every = saved.get("heldout_every") or max(1, int(saved["iters"]) // HELDOUT_POINTS)
+            had_every = heldout_cadence(saved.get("heldout_every"), int(saved["iters"]))
             if saved.get("heldout_prompts", defaults["heldout_prompts"]) and had_every != self.heldout_every:
                 raise TrainError(f"cannot resume: the checkpoint's run scores the held-out set every {had_every} updates, "
                                  f"this one every {self.heldout_every}; pass --heldout-every {had_every}")
