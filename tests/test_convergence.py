@@ -106,3 +106,17 @@ def test_restamp_rewrites_only_the_convergence_field(tmp_path, capsys):
     (old / "manifest.json").write_text(json.dumps(before))
     with pytest.raises(cv.ConvergenceError, match="not rewritten"):
         cv.restamp(old / "manifest.json")
+
+
+def test_row_prints_the_verdict_of_the_seeds_averaged_curve(tmp_path, capsys):
+    for s in range(3):  # rising by 0.02 a point (0.1 a quarter of the 21-point curve) with a seed offset
+        _run(tmp_path / "rising" / f"seed{s}", [0.5 + 0.01 * s + 0.02 * k for k in range(21)])
+        _run(tmp_path / "flat" / f"seed{s}", [0.7 + (0.01 if (k + s) % 2 else -0.01) for k in range(21)])
+    assert cv.main(["row", str(tmp_path / "rising"), str(tmp_path / "flat"), "--curve"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rising = cv.row_verdict(tmp_path / "rising")
+    assert out[0].startswith(f"{tmp_path / 'rising'}: NOT converged (rising), 3 seeds, held-out rise {rising['rise']:+.4f}")
+    assert out[1:22] == [f"  {20 * k}\t{0.51 + 0.02 * k:.4f}" for k in range(21)]  # the seeds' mean
+    assert out[22].startswith(f"{tmp_path / 'flat'}: converged (flat), 3 seeds")
+    assert cv.main(["row", str(tmp_path / "absent")]) == 2  # no training run: refused, nothing printed to stdout
+    assert capsys.readouterr().out == ""

@@ -46,6 +46,8 @@ curves falling by 0.10 a quarter 81-97 %; rows of 8 seeds: flat ones <= 0.4 %, r
 Re-stamping: `python -m jsbench.policy.convergence restamp FOLDER...` rewrites the `convergence` field of every
 manifest.json under the folders from its run's heldout.jsonl, leaving every other key as it was (the
 policy's checksum is that of policy.safetensors, which is not touched).
+`python -m jsbench.policy.convergence row ROW...` prints a row's verdict (its seeds' averaged curve's, as the
+leaderboards read it; `--curve` adds that curve) and writes nothing.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Sequence
 
@@ -317,6 +320,28 @@ def restamp(manifest_path: str | Path, write: bool = True) -> tuple[dict | None,
     return old, new
 
 
+def _print_rows(rows: Sequence[Path], *, curve: bool) -> int:
+    """`row`: each row's verdict, as the leaderboards read it; 2 when a folder holds no training run."""
+    empty = [str(r) for r in rows if not training_runs(r)]
+    if empty:
+        print(f"error: no training run (seed<S>/manifest.json) under {', '.join(empty)}", file=sys.stderr)
+        return 2
+    for row in rows:
+        runs = training_runs(row)
+        v = row_convergence([curve_of(f) for f in runs])
+        verdict = {True: "converged", False: "NOT converged", None: "not judged"}[v["converged"]]
+        if v["converged"] is None:
+            print(f"{row}: {verdict} ({v.get('reason', '')})")
+            continue
+        print(f"{row}: {verdict} ({v['direction']}), {v['seeds']} seeds, held-out rise {v['rise']:+.4f} a quarter, "
+              f"se {v['se']:.4f}, df {v['df']}, over iterations {v['iterations'][0]}-{v['iterations'][-1]}")
+        if curve:
+            curves = [curve_of(f) for f in runs]
+            for i, (k, _) in enumerate(curves[0]):
+                print(f"  {k}\t{math.fsum(c[i][1] for c in curves) / len(curves):.4f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -325,7 +350,12 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("restamp", help="rewrite each manifest's `convergence` from its run's heldout.jsonl")
     p.add_argument("folders", nargs="+", type=Path, help="run folders or folders above them (e.g. policies/)")
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if a manifest would change")
+    r = sub.add_parser("row", help="a learned row's verdict from its seeds' averaged held-out curve (writes nothing)")
+    r.add_argument("rows", nargs="+", type=Path, help="row folders of seed<S>/ runs (e.g. policies/analytic/global-n3)")
+    r.add_argument("--curve", action="store_true", help="also print the seed-averaged curve, one point a line")
     args = parser.parse_args(argv)
+    if args.command == "row":
+        return _print_rows(args.rows, curve=args.curve)
     changed = 0
     for folder in args.folders:
         manifests = [folder / "manifest.json"] if (folder / "manifest.json").is_file() else sorted(folder.rglob("manifest.json"))
