@@ -25,7 +25,7 @@ declare -A suite_steps=([ocr]="3 5")
 STEPS="${STEPS:-${suite_steps[$SUITE]:-${default_steps[$BACKBONE]:-3}}}"
 # OCR: ~2.1 CPU-s an update on analytic (rapidocr reads every sample), so its counts are per budget: every row of
 # a budget gets the same count (rows compare as methods within a budget, not across)
-declare -A suite_iters=([ocr-3]=200 [ocr-5]=80)
+declare -A suite_iters=([ocr-3]=200 [ocr-5]=300)
 declare -A suite_policies=([ocr]="global js rloo xctx")
 iters_for() {  # the update count of a row at $1 steps: ITERS if set, else its suite's budget's, else its backbone's
   echo "${ITERS:-${suite_iters[$SUITE-$1]:-${default_iters[$BACKBONE]:-200}}}"
