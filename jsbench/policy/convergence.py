@@ -76,6 +76,9 @@ ROW_RULE = (f"held-out score averaged over the training seeds: mean of the seeds
 NO_CURVE = f"not judged: no {HELDOUT_FILE} (a run trained before held-out curves)"
 
 
+VERDICT_WORDS = {True: "converged", False: "NOT converged", None: "not judged"}  # a verdict's `converged`, printed
+
+
 class ConvergenceError(ValueError):
     pass
 
@@ -210,6 +213,11 @@ def _verdict(rise: float, se: float, df: int, rule: str, **extra) -> dict:
             "fell": bool(falling), "rule": rule, **extra}
 
 
+def mean_curve(curves: Sequence[Sequence[tuple[int, float]]]) -> list[tuple[int, float]]:
+    """The seeds' curves averaged point by point (curves at the same iterations)."""
+    return [(k, math.fsum(c[i][1] for c in curves) / len(curves)) for i, (k, _) in enumerate(curves[0])]
+
+
 def row_convergence(curves: Sequence[Sequence[tuple[int, float]] | None]) -> dict:
     """A learned row's verdict from its training seeds' held-out curves (None for a seed without one): see
     the module docstring. `converged` None when any seed has no curve, or the seeds' curves differ in
@@ -223,15 +231,15 @@ def row_convergence(curves: Sequence[Sequence[tuple[int, float]] | None]) -> dic
     its = [tuple(k for k, _ in c) for c in curves]
     if len(set(its)) > 1:
         return {"converged": None, "rule": ROW_RULE, "seeds": len(curves), "reason": "not judged: the seeds' held-out curves are at different iterations"}
-    mean_curve = [(k, math.fsum(c[i][1] for c in curves) / len(curves)) for i, k in enumerate(its[0])]
+    averaged = mean_curve(curves)
     if len(curves) < MIN_SEEDS_SPREAD:
-        out = curve_convergence(mean_curve)
+        out = curve_convergence(averaged)
         return {**out, "seeds": len(curves), "se_from": "autocorrelation of the averaged curve (too few seeds for their spread)"}
     per_seed = [curve_convergence(c) for c in curves]
     if any(v["converged"] is None for v in per_seed):
         return {"converged": None, "rule": ROW_RULE, "seeds": len(curves), "reason": per_seed[0].get("reason", "not judged")}
     rises = [v["rise"] for v in per_seed]
-    iterations, scores = last_half(mean_curve)
+    iterations, scores = last_half(averaged)
     rise = _rise_and_residuals(iterations, scores)[0]  # = the mean of the seeds' rises
     s = len(rises)
     mean = math.fsum(rises) / s
@@ -322,23 +330,23 @@ def restamp(manifest_path: str | Path, write: bool = True) -> tuple[dict | None,
 
 def _print_rows(rows: Sequence[Path], *, curve: bool) -> int:
     """`row`: each row's verdict, as the leaderboards read it; 2 when a folder holds no training run."""
-    empty = [str(r) for r in rows if not training_runs(r)]
+    runs = {row: training_runs(row) for row in rows}
+    empty = [str(r) for r, found in runs.items() if not found]
     if empty:
         print(f"error: no training run (seed<S>/manifest.json) under {', '.join(empty)}", file=sys.stderr)
         return 2
     for row in rows:
-        runs = training_runs(row)
-        v = row_convergence([curve_of(f) for f in runs])
-        verdict = {True: "converged", False: "NOT converged", None: "not judged"}[v["converged"]]
+        curves = [curve_of(f) for f in runs[row]]
+        v = row_convergence(curves)
+        verdict = VERDICT_WORDS[v["converged"]]
         if v["converged"] is None:
             print(f"{row}: {verdict} ({v.get('reason', '')})")
             continue
         print(f"{row}: {verdict} ({v['direction']}), {v['seeds']} seeds, held-out rise {v['rise']:+.4f} a quarter, "
               f"se {v['se']:.4f}, df {v['df']}, over iterations {v['iterations'][0]}-{v['iterations'][-1]}")
         if curve:
-            curves = [curve_of(f) for f in runs]
-            for i, (k, _) in enumerate(curves[0]):
-                print(f"  {k}\t{math.fsum(c[i][1] for c in curves) / len(curves):.4f}")
+            for k, score in mean_curve(curves):
+                print(f"  {k}\t{score:.4f}")
     return 0
 
 
@@ -361,7 +369,7 @@ def main(argv: list[str] | None = None) -> int:
         manifests = [folder / "manifest.json"] if (folder / "manifest.json").is_file() else sorted(folder.rglob("manifest.json"))
         for m in manifests:
             old, new = restamp(m, write=not args.check)
-            verdict = {True: "converged", False: "NOT converged", None: "not judged"}[new["converged"]]
+            verdict = VERDICT_WORDS[new["converged"]]
             same = old == new
             changed += not same
             rise = "" if new.get("rise") is None else f" rise {new['rise']:+.4f} se {new['se']:.4f}"
