@@ -23,7 +23,7 @@ declare -A default_iters=([analytic]=400 [detail]=2000 [scenes-dit]=100)
 declare -A default_policies=([analytic]="global js js-prompt rloo xctx" [detail]="global js js-prompt rloo" [scenes-dit]="global js rloo xctx")
 declare -A suite_steps=([ocr]="3 5")
 STEPS="${STEPS:-${suite_steps[$SUITE]:-${default_steps[$BACKBONE]:-3}}}"
-# OCR: ~2.1 CPU-s an update on analytic (rapidocr reads every sample), so its counts are per budget: every row of
+# OCR: 1.0-1.7 CPU-s an update on analytic (rapidocr reads every sample), so its counts are per budget: every row of
 # a budget gets the same count (rows compare as methods within a budget, not across)
 declare -A suite_iters=([ocr-3]=200 [ocr-5]=300)
 declare -A suite_policies=([ocr]="global js rloo xctx")
