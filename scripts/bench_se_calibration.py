@@ -17,6 +17,7 @@ of the SE a row of that many seeds prints, with the ratio's F interval. The logi
 from __future__ import annotations
 
 import argparse
+import json
 import platform
 import sys
 import time
@@ -90,7 +91,7 @@ def main(argv=None) -> int:
 def seed_folders(args, row: str, backbone: str) -> list[Path]:
     """The row's first --train-seeds seed folders: policies/ first, then --seed-runs, training the missing
     ones there with the shipped row's own settings (its seed0 manifest's config, another seed)."""
-    from dataclasses import replace
+    from dataclasses import asdict, replace
 
     from jsbench.policy.schedule_policy import read_manifest
     from jsbench.train.reinforce import TrainConfig, Trainer
@@ -104,7 +105,14 @@ def seed_folders(args, row: str, backbone: str) -> list[Path]:
         folder = shipped / f"seed{s}"
         if not (folder / "manifest.json").is_file():
             folder = args.seed_runs / backbone / row / f"seed{s}"
-            if not (folder / "manifest.json").is_file():
+            want = json.loads(json.dumps(asdict(replace(config, seed=s))))  # as a manifest holds it
+            done = (folder / "manifest.json").is_file()
+            if done and read_manifest(folder)["train"] != want:
+                # a run of other settings (the shipped rows were retrained since): its seed would not be this row's
+                print(f"  {folder} was trained with other settings than {shipped}/seed0 (now {config.iters} updates): "
+                      "training it again", flush=True)
+                done = False
+            if not done:
                 print(f"  training {row} seed {s} -> {folder}", flush=True)
                 trainer = Trainer(replace(config, seed=s), folder)
                 trainer.train(progress=False)

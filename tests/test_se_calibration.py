@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import shutil
 from pathlib import Path
 
 import pytest
@@ -128,7 +129,7 @@ def test_script_writes_the_calibration_json(tmp_path):
 
 
 @pytest.mark.slow  # trains 2 x 4 tiny runs on the analytic world
-def test_script_trains_the_missing_seeds_alike_and_writes_the_seed_term(tmp_path):
+def test_script_trains_the_missing_seeds_alike_and_writes_the_seed_term(tmp_path, capsys):
     from jsbench.train.reinforce import TrainConfig, Trainer
 
     for row, kind in (("rloo-n3", "instance"), ("global-n3", "global")):
@@ -150,3 +151,22 @@ def test_script_trains_the_missing_seeds_alike_and_writes_the_seed_term(tmp_path
     m = json.loads((tmp_path / "extra" / "analytic" / "rloo-n3" / "seed3" / "manifest.json").read_text())
     assert m["train"]["seed"] == 3 and m["train"]["iters"] == 2 and m["train"]["baseline"] == "rloo"
     assert len(st["a_per_seed"]) == 4 and st["per_seed_delta"] == pytest.approx([x - y for x, y in zip(st["a_per_seed"], st["b_per_seed"])])
+
+    # run again: the seeds already trained alike are kept; after the shipped row is retrained at another update
+    # count, its extra seeds are trained again at that count, not read as seeds of the new row
+    kept = tmp_path / "extra" / "analytic" / "global-n3" / "seed1" / "policy.safetensors"
+    before = kept.stat().st_mtime_ns
+    mod.main(["--part", "seed", "--train-seeds", "4", "--group-size", "2", "--seeds", "1", "--policies", str(tmp_path / "policies"),
+              "--seed-runs", str(tmp_path / "extra"), "--out", str(out)])
+    assert kept.stat().st_mtime_ns == before
+    shutil.rmtree(tmp_path / "policies" / "analytic" / "rloo-n3" / "seed0")
+    t = Trainer(TrainConfig(steps=3, iters=3, contexts=4, samples=2, baseline="rloo", policy="instance", heldout_prompts=0),
+                tmp_path / "policies" / "analytic" / "rloo-n3" / "seed0")
+    t.train(progress=False)
+    t.save_policy()
+    mod.main(["--part", "seed", "--train-seeds", "4", "--group-size", "2", "--seeds", "1", "--policies", str(tmp_path / "policies"),
+              "--seed-runs", str(tmp_path / "extra"), "--out", str(out)])
+    assert "trained with other settings" in capsys.readouterr().out
+    for seed in (1, 2, 3):
+        assert json.loads((tmp_path / "extra" / "analytic" / "rloo-n3" / f"seed{seed}" / "manifest.json").read_text())["train"]["iters"] == 3
+    assert kept.stat().st_mtime_ns == before  # the other row's seeds still match theirs
