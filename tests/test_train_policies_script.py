@@ -133,7 +133,8 @@ def test_a_failed_or_interrupted_run_keeps_its_checkpoint_and_fails_the_script(t
 
 def test_update_counts_are_per_budget_for_ocr_and_per_backbone_else(tmp_path):
     """SUITE=ocr trains each step budget at its own count, the same for every row of it (ITERS overrides both),
-    RESUME=1 keeps a finished run of its budget's count, and GenEval keeps the backbone's count; a stand-in
+    RESUME=1 keeps a finished run of its budget's count, and GenEval keeps the backbone's count except where a
+    budget of the backbone has its own (analytic at 3 steps); a stand-in
     `jsbench` records the commands instead of training (its manifest names the run's update count)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -144,7 +145,7 @@ def test_update_counts_are_per_budget_for_ocr_and_per_backbone_else(tmp_path):
                     '{\\"converged\\": null, \\"reason\\": \\"stand-in\\"}}" > "$out/manifest.json"\n')
     fake.chmod(0o755)
 
-    def iters_by_run(name: str, **extra: str) -> dict[str, str]:
+    def iters_by_run(name: str, backbone: str = "analytic", **extra: str) -> dict[str, str]:
         calls, out = tmp_path / f"calls-{name}.txt", tmp_path / extra.pop("OUT_NAME", f"out-{name}")
         env = {**os.environ, "OUT": str(out), "SUITE": "ocr", "STEPS": "3 5", "SEEDS": "0 1",
                "POLICIES": "global js", "JSBENCH_CALLS": str(calls), **extra,
@@ -152,7 +153,7 @@ def test_update_counts_are_per_budget_for_ocr_and_per_backbone_else(tmp_path):
         for var in ("RESUME", "ITERS"):
             if var not in extra:
                 env.pop(var, None)
-        done = subprocess.run(["bash", str(ROOT / "scripts" / "train_policies.sh"), "analytic"], env=env,
+        done = subprocess.run(["bash", str(ROOT / "scripts" / "train_policies.sh"), backbone], env=env,
                               capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr[-2000:]
         runs = {}
@@ -167,4 +168,7 @@ def test_update_counts_are_per_budget_for_ocr_and_per_backbone_else(tmp_path):
         for name in ("global", "js") for steps in (3, 5) for seed in (0, 1)}
     assert iters_by_run("resumed", RESUME="1", OUT_NAME="out-ocr") == {}  # every run finished at its count: kept
     assert set(iters_by_run("override", ITERS="7").values()) == {"7"}
-    assert iters_by_run("geneval", SUITE="geneval", STEPS="3", SEEDS="0", POLICIES="global") == {"global-n3/seed0": "400"}
+    assert iters_by_run("geneval", SUITE="geneval", STEPS="3 5", SEEDS="0", POLICIES="global") == {
+        "global-n3/seed0": "2400", "global-n5/seed0": "400"}
+    assert iters_by_run("detail", SUITE="geneval", STEPS="3", SEEDS="0", POLICIES="global", backbone="detail") == {
+        "global-n3/seed0": "2000"}
