@@ -86,11 +86,12 @@ def test_bench_budgets(tmp_path, monkeypatch):
     mod = _script("budgets")
     monkeypatch.setattr(mod, "CACHE", tmp_path / "cache")
     out = tmp_path / "budgets.json"
-    mod.main(["--steps", "3", "--iters", "2", "--seeds", "1", "--no-reuse", "--out", str(out)])
+    mod.main(["--steps", "3", "--iters", "2", "--seeds", "1", "--out", str(out)])
     data = json.loads(out.read_text())
     row = data["rows"][0]
     assert row["steps"] == 3 and {"default", "global", "js"} <= set(row) and data["ceiling"]["steps"] == 200
-    assert row["js"]["origin"].startswith("trained here")
+    assert row["js"]["origin"] == row["global"]["origin"] == "trained here"
+    assert row["js"]["train"]["iters"] == row["global"]["train"]["iters"] == 2
 
 
 @pytest.mark.slow
