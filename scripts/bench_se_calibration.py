@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -111,6 +112,7 @@ def seed_folders(args, row: str, backbone: str) -> list[Path]:
                 # a run of other settings (the shipped rows were retrained since): its seed would not be this row's
                 print(f"  {folder} was trained with other settings than {shipped}/seed0 (now {config.iters} updates): "
                       "training it again", flush=True)
+                shutil.rmtree(folder)  # a fresh run keeps a folder's held-out point 0: start from an empty one
                 done = False
             if not done:
                 print(f"  training {row} seed {s} -> {folder}", flush=True)

@@ -132,8 +132,8 @@ def test_script_writes_the_calibration_json(tmp_path):
 def test_script_trains_the_missing_seeds_alike_and_writes_the_seed_term(tmp_path, capsys):
     from jsbench.train.reinforce import TrainConfig, Trainer
 
-    for row, kind in (("rloo-n3", "instance"), ("global-n3", "global")):
-        t = Trainer(TrainConfig(steps=3, iters=2, contexts=4, samples=2, baseline="rloo", policy=kind, heldout_prompts=0),
+    for row, kind, heldout in (("rloo-n3", "instance", 2), ("global-n3", "global", 0)):
+        t = Trainer(TrainConfig(steps=3, iters=2, contexts=4, samples=2, baseline="rloo", policy=kind, heldout_prompts=heldout),
                     tmp_path / "policies" / "analytic" / row / "seed0")
         t.train(progress=False)
         t.save_policy()
@@ -160,7 +160,7 @@ def test_script_trains_the_missing_seeds_alike_and_writes_the_seed_term(tmp_path
               "--seed-runs", str(tmp_path / "extra"), "--out", str(out)])
     assert kept.stat().st_mtime_ns == before
     shutil.rmtree(tmp_path / "policies" / "analytic" / "rloo-n3" / "seed0")
-    t = Trainer(TrainConfig(steps=3, iters=3, contexts=4, samples=2, baseline="rloo", policy="instance", heldout_prompts=0),
+    t = Trainer(TrainConfig(steps=3, iters=3, contexts=4, samples=2, baseline="rloo", policy="instance", heldout_prompts=2),
                 tmp_path / "policies" / "analytic" / "rloo-n3" / "seed0")
     t.train(progress=False)
     t.save_policy()
@@ -168,5 +168,8 @@ def test_script_trains_the_missing_seeds_alike_and_writes_the_seed_term(tmp_path
               "--seed-runs", str(tmp_path / "extra"), "--out", str(out)])
     assert "trained with other settings" in capsys.readouterr().out
     for seed in (1, 2, 3):
-        assert json.loads((tmp_path / "extra" / "analytic" / "rloo-n3" / f"seed{seed}" / "manifest.json").read_text())["train"]["iters"] == 3
+        folder = tmp_path / "extra" / "analytic" / "rloo-n3" / f"seed{seed}"
+        assert json.loads((folder / "manifest.json").read_text())["train"]["iters"] == 3
+        points = [json.loads(line)["iteration"] for line in (folder / "heldout.jsonl").read_text().splitlines()]
+        assert points == sorted(set(points)) and points[0] == 0  # the stale run's held-out curve is gone, not kept under it
     assert kept.stat().st_mtime_ns == before  # the other row's seeds still match theirs
