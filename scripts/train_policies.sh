@@ -86,7 +86,7 @@ train_one() {
     return 1  # xargs runs the others, then exits non-zero, and so does this script
   fi
   rm -f "$dir/checkpoint.pt"  # finished: the shipped artefact is the policy + manifest + training log + held-out curve
-  echo "== $dir $(python -c "import json,sys; c=json.load(open(sys.argv[1]))['convergence']; v=c['converged']; print({True: 'converged', False: 'NOT converged', None: 'not judged'}[v], *(('held-out rise/quarter', round(c['rise'], 4), 'se', round(c['se'], 4)) if v is not None else (c.get('reason', ''),)))" "$dir/manifest.json")"
+  echo "== $dir $(python -c "import json,sys; from jsbench.policy.convergence import VERDICT_WORDS; c=json.load(open(sys.argv[1]))['convergence']; v=c['converged']; print(VERDICT_WORDS[v], *(('held-out rise/quarter', round(c['rise'], 4), 'se', round(c['se'], 4)) if v is not None else (c.get('reason', ''),)))" "$dir/manifest.json")"
 }
 export -f train_one
 export BACKBONE SUITE RESUME

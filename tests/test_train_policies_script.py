@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from jsbench.policy.convergence import VERDICT_WORDS
+
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow  # four short training runs, each its own process
 
@@ -69,6 +71,8 @@ sys.exit(1)
     assert _log_without_seconds(cut / RUN) == _log_without_seconds(whole / RUN)
     resumed, fresh = (json.loads((d / RUN / "manifest.json").read_text()) for d in (cut, whole))
     assert resumed["command"] == fresh["command"].replace(str(whole), str(cut)) and resumed["convergence"] == fresh["convergence"]
+    # the run's line names its verdict in convergence.py's words
+    assert f"== {cut / RUN} {VERDICT_WORDS[resumed['convergence']['converged']]}" in out
 
     before = (cut / RUN / "train_log.jsonl").read_bytes()
     assert "kept (finished, 6 updates)" in _script(cut, iters=6, resume=True)  # nothing retrained
