@@ -2,10 +2,7 @@
 within its backbone, and its convergence verdict follows from its own held-out curve."""
 
 import json
-import os
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +10,7 @@ import pytest
 from jsbench.policy.convergence import HELDOUT_FILE, run_convergence
 from jsbench.train.reinforce import read_log
 from jsbench.train.config import TrainConfig, train_command
+from train_policies_stand_in import script_calls
 
 ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = sorted((ROOT / "policies").glob("*/*/seed*/manifest.json"))
@@ -67,28 +65,15 @@ def test_rows_of_a_budget_are_trained_alike(tmp_path):
     """Same updates, contexts and samples for every row of a backbone, suite and step budget: rows compare as
     methods within a budget (a leaderboard section), not across. Each budget's count is the one
     scripts/train_policies.sh gives it, asked of the script itself with a stand-in `jsbench` that records its
-    command instead of training."""
+    command instead of training (tests/train_policies_stand_in.py)."""
     by_budget = {}
     for m in map(_manifest, MANIFESTS):
         t = m["train"]
         by_budget.setdefault((m["backbone"], t["suite"], t["steps"]), set()).add((t["iters"], t["contexts"], t["samples"]))
     assert by_budget and all(len(v) == 1 for v in by_budget.values()), by_budget
-    stand_in = tmp_path / "bin" / "jsbench"
-    stand_in.parent.mkdir()
-    stand_in.write_text('#!/usr/bin/env bash\necho "$*" >> "$JSBENCH_CALLS"\nmkdir -p "${@: -1}"\n'
-                        'echo \'{"convergence": {"converged": null, "reason": "stand-in"}}\' > "${@: -1}/manifest.json"\n')
-    stand_in.chmod(0o755)
     for (backbone, suite, steps), ((iters, contexts, samples),) in by_budget.items():
-        calls = tmp_path / f"{backbone}-{suite}-{steps}.txt"
-        env = {**os.environ, "OUT": str(tmp_path / "out"), "SUITE": suite, "STEPS": str(steps), "SEEDS": "0",
-               "POLICIES": "global", "JSBENCH_CALLS": str(calls),
-               "PATH": f"{stand_in.parent}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-        for var in ("RESUME", "ITERS"):
-            env.pop(var, None)
-        done = subprocess.run(["bash", str(ROOT / "scripts" / "train_policies.sh"), backbone], env=env,
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr[-2000:]
-        argv = calls.read_text().split()
+        [argv] = script_calls(tmp_path, f"{backbone}-{suite}-{steps}", backbone, OUT=str(tmp_path / "out"), SUITE=suite,
+                              STEPS=str(steps), SEEDS="0", POLICIES="global")
         assert [argv[argv.index(f"--{k}") + 1] for k in ("iters", "contexts", "samples")] == \
             [str(iters), str(contexts), str(samples)], (backbone, suite, steps)
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from jsbench.policy.convergence import VERDICT_WORDS
+from train_policies_stand_in import script_calls
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow  # four short training runs, each its own process
@@ -140,31 +141,11 @@ def test_update_counts_are_per_budget_for_ocr_and_per_backbone_else(tmp_path):
     RESUME=1 keeps a finished run of its budget's count, and GenEval keeps the backbone's count except where a
     budget of the backbone has its own (analytic at 3 steps); a stand-in
     `jsbench` records the commands instead of training (its manifest names the run's update count)."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "jsbench"
-    fake.write_text('#!/usr/bin/env bash\necho "$*" >> "$JSBENCH_CALLS"\nargs=("$@")\nout="${@: -1}"\n'
-                    'for i in "${!args[@]}"; do [ "${args[$i]}" = --iters ] && iters="${args[$((i + 1))]}"; done\n'
-                    'mkdir -p "$out"\necho "{\\"train\\": {\\"iters\\": $iters}, \\"convergence\\": '
-                    '{\\"converged\\": null, \\"reason\\": \\"stand-in\\"}}" > "$out/manifest.json"\n')
-    fake.chmod(0o755)
-
     def iters_by_run(name: str, backbone: str = "analytic", **extra: str) -> dict[str, str]:
-        calls, out = tmp_path / f"calls-{name}.txt", tmp_path / extra.pop("OUT_NAME", f"out-{name}")
-        env = {**os.environ, "OUT": str(out), "SUITE": "ocr", "STEPS": "3 5", "SEEDS": "0 1",
-               "POLICIES": "global js", "JSBENCH_CALLS": str(calls), **extra,
-               "PATH": f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-        for var in ("RESUME", "ITERS"):
-            if var not in extra:
-                env.pop(var, None)
-        done = subprocess.run(["bash", str(ROOT / "scripts" / "train_policies.sh"), backbone], env=env,
-                              capture_output=True, text=True, timeout=120)
-        assert done.returncode == 0, done.stderr[-2000:]
-        runs = {}
-        for line in (calls.read_text().splitlines() if calls.exists() else []):
-            argv = line.split()
-            runs[Path(argv[argv.index("--out") + 1]).relative_to(out).as_posix()] = argv[argv.index("--iters") + 1]
-        return runs
+        out = tmp_path / extra.pop("OUT_NAME", f"out-{name}")
+        env = {"OUT": str(out), "SUITE": "ocr", "STEPS": "3 5", "SEEDS": "0 1", "POLICIES": "global js", **extra}
+        return {Path(argv[argv.index("--out") + 1]).relative_to(out).as_posix(): argv[argv.index("--iters") + 1]
+                for argv in script_calls(tmp_path, name, backbone, **env)}
 
     by_run = iters_by_run("ocr")
     assert by_run == {
