@@ -149,7 +149,7 @@ def test_update_counts_are_per_budget_for_ocr_and_per_backbone_else(tmp_path):
 
     by_run = iters_by_run("ocr")
     assert by_run == {
-        f"ocr-{name}-n{steps}/seed{seed}": {3: "200", 5: "300"}[steps]
+        f"ocr-{name}-n{steps}/seed{seed}": {3: "600", 5: "300"}[steps]
         for name in ("global", "js") for steps in (3, 5) for seed in (0, 1)}
     assert iters_by_run("resumed", RESUME="1", OUT_NAME="out-ocr") == {}  # every run finished at its count: kept
     assert set(iters_by_run("override", ITERS="7").values()) == {"7"}
