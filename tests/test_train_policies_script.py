@@ -10,22 +10,16 @@ from pathlib import Path
 import pytest
 
 from jsbench.policy.convergence import VERDICT_WORDS
-from train_policies_stand_in import script_calls
+from train_policies_stand_in import run_script, script_calls
 
-ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.slow  # four short training runs, each its own process
 
 RUN = "global-n3/seed0"
 
 
 def _script(out: Path, iters: int, resume: bool = False) -> str:
-    env = {**os.environ, "OUT": str(out), "STEPS": "3", "SEEDS": "0", "POLICIES": "global", "ITERS": str(iters),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    env.pop("RESUME", None)
-    if resume:
-        env["RESUME"] = "1"
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "train_policies.sh"), "analytic"], env=env, capture_output=True,
-                          text=True, timeout=600)
+    env = {"OUT": str(out), "STEPS": "3", "SEEDS": "0", "POLICIES": "global", "ITERS": str(iters)}
+    done = run_script("analytic", {**env, "RESUME": "1"} if resume else env)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
 
@@ -111,10 +105,8 @@ def test_resume_starts_again_from_a_checkpoint_of_another_count(tmp_path, traine
 def test_a_checkpoint_that_does_not_load_is_kept_and_its_run_fails(tmp_path):
     (tmp_path / RUN).mkdir(parents=True)
     (tmp_path / RUN / "checkpoint.pt").write_bytes(b"not a checkpoint")
-    env = {**os.environ, "OUT": str(tmp_path), "STEPS": "3", "SEEDS": "0", "POLICIES": "global", "ITERS": "4", "RESUME": "1",
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "train_policies.sh"), "analytic"], env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = run_script("analytic", {"OUT": str(tmp_path), "STEPS": "3", "SEEDS": "0", "POLICIES": "global", "ITERS": "4",
+                                   "RESUME": "1"})
     assert done.returncode != 0 and "does not load" in done.stderr
     assert (tmp_path / RUN / "checkpoint.pt").read_bytes() == b"not a checkpoint" and not (tmp_path / RUN / "train_log.jsonl").exists()
 
@@ -127,10 +119,8 @@ def test_a_failed_or_interrupted_run_keeps_its_checkpoint_and_fails_the_script(t
     stand_in.write_text('#!/usr/bin/env bash\nwhile [ "$1" != --out ]; do shift; done\n'
                         'mkdir -p "$2" && echo saved > "$2/checkpoint.pt"\nexit 130\n')
     stand_in.chmod(0o755)
-    env = {**os.environ, "OUT": str(tmp_path / "out"), "STEPS": "3", "SEEDS": "0 1", "POLICIES": "global", "ITERS": "6",
-           "PATH": f"{stand_in.parent}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "train_policies.sh"), "analytic"], env=env, capture_output=True,
-                          text=True, timeout=600)
+    done = run_script("analytic", {"OUT": str(tmp_path / "out"), "STEPS": "3", "SEEDS": "0 1", "POLICIES": "global",
+                                   "ITERS": "6"}, first_on_path=stand_in.parent)
     assert done.returncode != 0 and "FAILED or interrupted" in done.stderr
     for seed in (0, 1):  # the other run still ran
         assert (tmp_path / "out" / f"global-n3/seed{seed}" / "checkpoint.pt").read_text() == "saved\n"

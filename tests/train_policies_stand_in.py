@@ -2,7 +2,8 @@
 instead of training, and writes the run's manifest as a finished run of that update count would have it
 (`train.iters`, a "not judged" verdict), so RESUME=1 can keep it.
 
-Import from a test module (`from train_policies_stand_in import script_calls`)."""
+`run_script` runs the script itself, with the real `jsbench` unless a stand-in comes first on PATH. Import from a
+test module (`from train_policies_stand_in import script_calls`)."""
 
 from __future__ import annotations
 
@@ -27,12 +28,20 @@ def script_calls(tmp_path: Path, name: str, backbone: str = "analytic", **env: s
         (bin_dir / "jsbench").write_text(STAND_IN)
         (bin_dir / "jsbench").chmod(0o755)
     calls = tmp_path / f"calls-{name}.txt"
-    full = {**os.environ, **env, "JSBENCH_CALLS": str(calls),
-            "PATH": f"{bin_dir}{os.pathsep}{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    done = run_script(backbone, {**env, "JSBENCH_CALLS": str(calls)}, first_on_path=bin_dir, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return [line.split() for line in calls.read_text().splitlines()] if calls.exists() else []
+
+
+def run_script(backbone: str, env: dict[str, str], first_on_path: Path | None = None,
+               timeout: int = 600) -> subprocess.CompletedProcess:
+    """`bash scripts/train_policies.sh BACKBONE` run to its end (text output captured), with these environment
+    variables over this process's (RESUME and ITERS only where given) and this interpreter's `jsbench` on PATH
+    (after `first_on_path`, if given)."""
+    path = [str(first_on_path)] if first_on_path else []
+    full = {**os.environ, **env, "PATH": os.pathsep.join([*path, str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
     for var in ("RESUME", "ITERS"):
         if var not in env:
             full.pop(var, None)
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "train_policies.sh"), backbone], env=full,
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return [line.split() for line in calls.read_text().splitlines()] if calls.exists() else []
+    return subprocess.run(["bash", str(ROOT / "scripts" / "train_policies.sh"), backbone], env=full,
+                          capture_output=True, text=True, timeout=timeout)
